@@ -1,0 +1,76 @@
+"""The untrusted side: a child process that maps inputs to outputs, and nothing else.
+
+Started by `sandbox.Child` as `python -m services.child IN_FD OUT_FD DEVICE MEM_MB FILE_MB`. It cuts
+itself off the network while it is still single-threaded, imports torch (so it waits warm), then serves
+one job: load the reference (and, in a candidate child, the candidate), generate inputs from seeds the
+parent sends, run forwards, time calls and deliver tensors. It never compares, reduces statistics or
+decides anything; every reply carries the job's nonce and a sequence number. Harness functions used
+after the candidate is imported are bound here, before it is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import sys
+
+
+def _isolate_network() -> str:
+    """A private network namespace (no interfaces but a down loopback); must run single-threaded."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError as exc:
+        return f"none (libc unavailable: {exc})"
+    clone_newnet, clone_newuser = 0x40000000, 0x10000000
+    if libc.unshare(clone_newnet) == 0:
+        return "netns"
+    first = ctypes.get_errno()
+    if libc.unshare(clone_newuser | clone_newnet) == 0:
+        return "userns+netns"
+    return f"none (unshare: {errno.errorcode.get(first, first)})"
+
+
+def _limit_resources(mem_mb: int, file_mb: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb << 20, file_mb << 20))
+    if mem_mb:  # CPU children only: CUDA reserves far more address space than it uses.
+        resource.setrlimit(resource.RLIMIT_AS, (mem_mb << 20, mem_mb << 20))
+
+
+def main() -> None:
+    in_fd, out_fd, device, mem_mb, file_mb = (
+        int(sys.argv[1]),
+        int(sys.argv[2]),
+        sys.argv[3],
+        int(sys.argv[4]),
+        int(sys.argv[5]),
+    )
+    network = _isolate_network()
+    _limit_resources(mem_mb, file_mb)
+    # Keep the private channel away from anything the child execs.
+    os.set_inheritable(in_fd, False)
+    os.set_inheritable(out_fd, False)
+
+    import torch
+    import triton  # noqa: F401
+
+    from services import channel
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    if device == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+    from services.child_runtime import Runtime
+
+    channel.send(out_fd, {"msg": "ready", "pid": os.getpid(), "network": network})
+    header, _ = channel.recv(in_fd)
+    if header.get("cmd") != "job":
+        return
+    Runtime(header, in_fd, out_fd).serve()
+
+
+if __name__ == "__main__":
+    main()

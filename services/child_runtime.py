@@ -1,0 +1,272 @@
+"""The job a child serves: load, call, time and deliver, on the parent's command.
+
+Everything the harness needs after the candidate is imported is bound at import time of this module,
+which happens before any candidate code runs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from services import channel, tensors
+
+_perf = time.perf_counter
+_sync = torch.cuda.synchronize
+_Event = torch.cuda.Event
+_no_grad = torch.no_grad
+_manual_seed = torch.manual_seed
+_Tensor = torch.Tensor
+_type = type
+
+FINGERPRINT_CHUNK = 1 << 26
+
+
+class CandidateError(Exception):
+    """An exception raised by candidate (or reference) code, with its classification."""
+
+    def __init__(self, kind: str, exc: BaseException, context: str):
+        super().__init__(context)
+        self.kind = kind
+        self.context = context
+        self.tb = "".join(traceback.format_exception(exc))
+
+
+def _classify(exc: BaseException) -> str:
+    seen: BaseException | None = exc
+    while seen is not None:
+        names = {c.__name__ for c in _type(seen).__mro__}
+        if names & {"CompilationError", "CompileTimeAssertionFailure", "SyntaxError"}:
+            return "compile_error"
+        seen = seen.__cause__ or seen.__context__
+    return "runtime_error"
+
+
+def seed_everything(seed: int) -> None:
+    _manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
+
+
+def fingerprint(values: list[Any]) -> list[int]:
+    """Cheap content digest of the input tensors (trusted reference side only)."""
+    digest = []
+    for v in values:
+        if not isinstance(v, torch.Tensor) or v.numel() == 0:
+            continue
+        raw = v.detach().contiguous().reshape(-1).view(torch.uint8)
+        s1 = s2 = 0
+        for start in range(0, raw.numel(), FINGERPRINT_CHUNK):
+            chunk = raw[start : start + FINGERPRINT_CHUNK].to(torch.int64)
+            s1 += int(chunk.sum())
+            s2 += int((chunk * chunk).sum())
+        digest += [s1, s2]
+    return digest
+
+
+def _poison(specs: list[list[Any]], device: str) -> None:
+    """Fill allocator blocks of the expected output sizes with NaN/garbage, then free them, so an
+    output that is never written reads poison instead of a stale, plausible value."""
+    for dtype_name, shape in specs:
+        dtype = tensors.dtype_from_name(dtype_name)
+        junk = torch.empty(shape, dtype=dtype, device=device)
+        if dtype.is_floating_point or dtype.is_complex:
+            junk.fill_(float("nan"))
+        elif dtype is not torch.bool:
+            junk.fill_(torch.iinfo(dtype).max)
+        del junk
+
+
+class Runtime:
+    def __init__(self, job: dict[str, Any], in_fd: int, out_fd: int):
+        self.job = job
+        self.in_fd, self.out_fd = in_fd, out_fd
+        self.nonce = job["nonce"]
+        self.role = job["role"]
+        self.device = job["device"]
+        self.seq = 0
+        self.kept: dict[str, Any] | None = None
+        self.model: Any = None
+        self.compiled: Any = None
+        self.ref_module: Any = None
+        self.flush_buf: torch.Tensor | None = None
+        if self.device == "cpu":
+            from services.devices import enable_cpu_redirect
+
+            enable_cpu_redirect()
+
+    # -- plumbing ----------------------------------------------------------------------------------
+    def reply(self, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
+        self.seq += 1
+        channel.send(self.out_fd, {"nonce": self.nonce, "seq": self.seq, "ok": True, **header}, payloads)
+
+    def serve(self) -> None:
+        handlers = {
+            "load": self.load,
+            "call": self.call,
+            "deliver": self.deliver,
+            "time": self.time_call,
+            "release": self.release,
+        }
+        while True:
+            header, _payloads = channel.recv(self.in_fd)
+            cmd = header.get("cmd")
+            if cmd == "exit":
+                return
+            try:
+                with _no_grad():
+                    handlers[cmd](header)
+            except CandidateError as exc:
+                self.reply({"ok": False, "error": exc.kind, "context": exc.context, "traceback": exc.tb})
+            except Exception as exc:  # a harness failure is reported, never silently swallowed
+                self.reply(
+                    {
+                        "ok": False,
+                        "error": "internal",
+                        "context": f"harness error in {cmd}",
+                        "traceback": "".join(traceback.format_exception(exc)),
+                    }
+                )
+
+    def _run_user(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:
+            kind = "reference_error" if self.role == "reference" else _classify(exc)
+            raise CandidateError(kind, exc, what) from None
+
+    def _import(self, name: str, source: str) -> Any:
+        path = Path(os.getcwd(), f"{name}.py")
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            _sync()
+
+    # -- commands ----------------------------------------------------------------------------------
+    def load(self, h: dict[str, Any]) -> None:
+        t0 = _perf()
+        self.ref_module = self._run_user(
+            "loading the reference", self._import, "kg_reference", self.job["reference_source"]
+        )
+        if self.role == "candidate":
+            module = self._run_user(
+                "importing the candidate", self._import, "kg_candidate", self.job["candidate_source"]
+            )
+            cls = getattr(module, "ModelNew", None)
+            if not isinstance(cls, type):
+                raise CandidateError(
+                    "compile_error", LookupError("no class ModelNew"), "the candidate defines no class `ModelNew`"
+                )
+        else:
+            cls = getattr(self.ref_module, "Model", None)
+        seed = self.job["init_seed"]
+        seed_everything(seed)
+        init_inputs = self._run_user("get_init_inputs()", self.ref_module.get_init_inputs)
+        seed_everything(seed)
+        what = "constructing ModelNew" if self.role == "candidate" else "constructing Model"
+        model = self._run_user(what, lambda: cls(*init_inputs))
+        self.model = self._run_user(f"moving the model to {self.device}", lambda: model.to(self.device))
+        if self.device == "cuda":
+            l2 = torch.cuda.get_device_properties(0).L2_cache_size
+            self.flush_buf = torch.empty(int(l2 * self.job["l2_flush_factor"]) // 4, dtype=torch.int32, device="cuda")
+        self.reply({"load_s": _perf() - t0})
+
+    def _inputs(self, seed: int) -> list[Any]:
+        seed_everything(seed)
+        with torch.device(self.device):
+            values = self._run_user("get_inputs()", self.ref_module.get_inputs)
+        return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
+
+    def _model(self, variant: str) -> Any:
+        if variant == "compiled":
+            if self.compiled is None:
+                self.compiled = torch.compile(self.model)
+            return self.compiled
+        return self.model
+
+    def _forward(self, model: Any, inputs: list[Any]) -> Any:
+        out = self._run_user("forward()", model, *inputs)
+        self._run_user("synchronising after forward()", self._sync)
+        return out
+
+    def call(self, h: dict[str, Any]) -> None:
+        self.kept = None
+        inputs = self._inputs(h["seed"])
+        model = self._model(h.get("variant", "eager"))
+        before = fingerprint(inputs) if self.role == "reference" else None
+        if h.get("poison"):
+            _poison(h["poison"], self.device)
+        t0 = _perf()
+        outs = [self._forward(model, inputs)]
+        call_s = _perf() - t0
+        if h.get("repeat", 1) > 1:
+            if h.get("poison"):
+                _poison(h["poison"], self.device)
+            outs.append(self._forward(model, inputs))
+        structures = [tensors.describe(o, []) for o in outs]
+        mutated = before is not None and fingerprint(inputs) != before
+        self.kept = {"output": outs[0], "output2": outs[-1], "inputs": inputs}
+        self.reply(
+            {"structures": structures, "inputs": tensors.describe(inputs, []), "mutated": mutated, "call_s": call_s}
+        )
+
+    def time_call(self, h: dict[str, Any]) -> None:
+        self.kept = None
+        inputs = self._inputs(h["seed"])
+        model = self._model(h.get("variant", "eager"))
+        extra_ms = 0.0
+        if self.device == "cuda":
+            _sync()
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            self.flush_buf.zero_()
+            start.record()
+            out = self._run_user("forward()", model, *inputs)
+            end.record()
+            end.synchronize()
+            t1 = _perf()
+            _sync()
+            extra_ms = (_perf() - t1) * 1e3
+            ms = start.elapsed_time(end)
+        else:
+            t0 = _perf()
+            out = self._run_user("forward()", model, *inputs)
+            ms = (_perf() - t0) * 1e3
+        self.kept = {"output": out, "inputs": inputs}
+        self.reply({"ms": ms, "sync_extra_ms": extra_ms, "structure": tensors.describe(out, [])})
+
+    def deliver(self, h: dict[str, Any]) -> None:
+        if self.kept is None:
+            raise RuntimeError("nothing to deliver")
+        found: list[torch.Tensor] = []
+        tensors.describe(self.kept[h["what"]], found)
+        if self.device == "cpu":
+            self.reply({"count": len(found)}, [tensors.to_bytes(t) for t in found])
+            return
+        buffers = h["buffers"]
+        if len(buffers) != len(found):
+            raise RuntimeError(f"{len(buffers)} buffers for {len(found)} tensors")
+        for desc, t in zip(buffers, found, strict=True):
+            dst = tensors.open_cuda(desc)
+            dst.copy_(t.reshape(dst.shape))
+            del dst
+        _sync()
+        self.reply({"count": len(found)})
+
+    def release(self, h: dict[str, Any]) -> None:
+        self.kept = None
+        self.reply({})

@@ -1,0 +1,131 @@
+"""Output comparison, done only in the trusted parent on tensors it owns."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+CHUNK = 1 << 25
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+@dataclass
+class Comparison:
+    ok: bool = True
+    reason: str = ""
+    max_abs_error: float = 0.0
+    max_rel_error: float = 0.0
+    mismatched: int = 0
+    total: int = 0
+    details: list[str] = field(default_factory=list)
+
+    def fail(self, reason: str) -> None:
+        if self.ok:
+            self.reason = reason
+        self.ok = False
+
+    def absorb(self, other: Comparison) -> None:
+        if not other.ok:
+            self.fail(other.reason)
+        self.max_abs_error = max(self.max_abs_error, other.max_abs_error)
+        self.max_rel_error = max(self.max_rel_error, other.max_rel_error)
+        self.mismatched += other.mismatched
+        self.total += other.total
+
+
+def tolerance(
+    dtype: torch.dtype, fp32_tol: float, half_tol: float, atol: float | None = None, rtol: float | None = None
+) -> tuple[float, float]:
+    default = half_tol if dtype in HALF_DTYPES else fp32_tol
+    return (default if atol is None else atol, default if rtol is None else rtol)
+
+
+def structure_mismatch(ref: dict[str, Any], cand: dict[str, Any], where: str = "output") -> str | None:
+    """Why two output descriptions differ in kind, type, length, dtype or shape (None if they don't)."""
+    if cand["t"] == "tensor_subclass":
+        return f"{where} is a {cand['type']}, not exactly torch.Tensor (subclasses are not accepted)"
+    if cand["t"] == "unsupported":
+        return f"{where} has unsupported type {cand['type']}"
+    if ref["t"] != cand["t"]:
+        return f"{where} should be a {ref['t']}, got a {cand['t']}"
+    if ref["t"] in ("tuple", "list"):
+        if len(ref["items"]) != len(cand["items"]):
+            return f"{where} should have {len(ref['items'])} items, got {len(cand['items'])}"
+        for i, (r, c) in enumerate(zip(ref["items"], cand["items"], strict=True)):
+            if msg := structure_mismatch(r, c, f"{where}[{i}]"):
+                return msg
+        return None
+    if ref["t"] == "tensor":
+        if ref["dtype"] != cand["dtype"]:
+            return f"{where} dtype should be {ref['dtype']}, got {cand['dtype']}"
+        if ref["shape"] != cand["shape"]:
+            return f"{where} shape should be {tuple(ref['shape'])}, got {tuple(cand['shape'])}"
+        return None
+    if ref["t"] == "scalar":
+        r, c = ref["value"], cand["value"]
+        close_floats = isinstance(r, float) and isinstance(c, float | int) and not isinstance(c, bool)
+        if close_floats and math.isclose(r, c, rel_tol=1e-6, abs_tol=1e-6):
+            return None
+        if r != c:
+            return f"{where} should be {r!r}, got {c!r}"
+    return None
+
+
+def compare_tensor(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float) -> Comparison:
+    """Elementwise |cand - ref| <= atol + rtol*|ref| with identical NaN/±Inf positions, chunked so
+    multi-GB outputs need little extra memory."""
+    result = Comparison(total=ref.numel())
+    if ref.dtype.is_complex:
+        ref, cand = torch.view_as_real(ref), torch.view_as_real(cand)
+    r_flat, c_flat = ref.reshape(-1), cand.reshape(-1)
+    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
+    nonfinite_mismatch = 0
+    for start in range(0, r_flat.numel(), CHUNK):
+        r = r_flat[start : start + CHUNK]
+        c = c_flat[start : start + CHUNK]
+        if exact:
+            result.mismatched += int((r != c).sum())
+            continue
+        r, c = r.float() if r.dtype in HALF_DTYPES else r, c.float() if c.dtype in HALF_DTYPES else c
+        finite = torch.isfinite(r) & torch.isfinite(c)
+        bad_special = (
+            (torch.isnan(r) != torch.isnan(c))
+            | ((r == math.inf) != (c == math.inf))
+            | ((r == -math.inf) != (c == -math.inf))
+        )
+        nonfinite_mismatch += int(bad_special.sum())
+        diff = torch.where(finite, (c - r).abs(), torch.zeros((), dtype=r.dtype, device=r.device))
+        bad = finite & (diff > atol + rtol * r.abs())
+        result.mismatched += int(bad.sum()) + int(bad_special.sum())
+        if finite.any():
+            result.max_abs_error = max(result.max_abs_error, float(diff.max()))
+            big = finite & (r.abs() > atol)
+            if big.any():
+                result.max_rel_error = max(result.max_rel_error, float((diff[big] / r[big].abs()).max()))
+    if result.mismatched:
+        share = result.mismatched / max(result.total, 1)
+        what = "values" if exact else f"values (atol={atol:g}, rtol={rtol:g})"
+        msg = f"{result.mismatched} of {result.total} {what} differ ({share:.2%})"
+        if nonfinite_mismatch:
+            msg += f"; {nonfinite_mismatch} NaN/Inf positions do not match the reference"
+        result.fail(msg)
+    return result
+
+
+def compare_outputs(ref: list[torch.Tensor], cand: list[torch.Tensor], tol: Any) -> Comparison:
+    """`tol(dtype) -> (atol, rtol)`; tensors are paired in description order."""
+    total = Comparison()
+    for i, (r, c) in enumerate(zip(ref, cand, strict=True)):
+        atol, rtol = tol(r.dtype)
+        one = compare_tensor(r, c, atol, rtol)
+        if not one.ok and len(ref) > 1:
+            one.reason = f"output tensor {i}: {one.reason}"
+        total.absorb(one)
+    return total
+
+
+def inputs_equal(before: list[torch.Tensor], after: list[torch.Tensor]) -> bool:
+    return all(torch.equal(a, b) for a, b in zip(before, after, strict=True))

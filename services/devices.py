@@ -1,0 +1,71 @@
+"""Device selection and the CPU redirect that lets `device='cuda'` problems run on the interpreter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _is_cuda(dev: Any) -> bool:
+    if isinstance(dev, torch.device):
+        return dev.type == "cuda"
+    if isinstance(dev, str):
+        return dev.startswith("cuda")
+    return False
+
+
+def _redirect(value: Any) -> Any:
+    return "cpu" if _is_cuda(value) else value
+
+
+class CpuRedirect(TorchFunctionMode):
+    """Rewrites every request for a CUDA device into the CPU, so KernelBench problems written with
+    `.cuda()` or `device="cuda"` run unchanged through the Triton interpreter."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if "device" in kwargs:
+            kwargs["device"] = _redirect(kwargs["device"])
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if func is torch.Tensor.to:
+            args = (
+                args[0],
+                *(_redirect(a) if not isinstance(a, int) or isinstance(a, bool) else "cpu" for a in args[1:]),
+            )
+        return func(*args, **kwargs)
+
+
+class _WallEvent:
+    """Stand-in for `torch.cuda.Event` on CPU: records the wall clock."""
+
+    def __init__(self, enable_timing: bool = False, **_: Any):
+        self.t: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        import time
+
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: _WallEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+def enable_cpu_redirect() -> None:
+    """Process-wide, for a CPU-mode child: it never runs anything else."""
+    CpuRedirect().__enter__()
+    torch.cuda.synchronize = lambda device=None: None
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.Event = _WallEvent

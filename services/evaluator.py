@@ -1,0 +1,511 @@
+"""The trusted parent: drives a reference child and a candidate child and decides the verdict.
+
+Candidate code never runs here. This process owns the nonce and the seeds, receives the children's
+tensors into buffers it allocated, compares them, reduces the raw timing samples into statistics and
+checks them against its own wall clock. Every failure of a child maps to a verdict; nothing a child
+does can make `evaluate` hang (every wait has a deadline) or lose the result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import platform
+import secrets
+import statistics
+import time
+from contextlib import nullcontext
+from typing import Any
+
+import torch
+import triton
+
+from services import feedback, stats, tensors
+from services.channel import ProtocolError
+from services.compare import Comparison, compare_outputs, inputs_equal, structure_mismatch, tolerance
+from services.problems import Problem
+from services.sandbox import Child, ChildDied, ChildPool, ChildTimedOut
+from services.schema import (
+    PROTOCOL_VERSION,
+    Check,
+    CorrectnessSummary,
+    Environment,
+    EvalOptions,
+    EvalResult,
+    RuntimeStats,
+    Verdict,
+)
+from services.settings import EvalSettings
+
+_MAX_DELIVERY_BYTES = 64 << 30
+
+
+class EvaluationError(RuntimeError):
+    """The evaluation could not run (e.g. the reference itself fails); not the candidate's verdict."""
+
+
+class _Stop(Exception):
+    """Ends an evaluation early with a verdict."""
+
+    def __init__(self, verdict: Verdict, feedback_text: str):
+        super().__init__(feedback_text)
+        self.verdict = verdict
+        self.feedback = feedback_text
+
+
+class Evaluator:
+    """Evaluates candidates against references; keeps warm children between evaluations."""
+
+    def __init__(self, settings: EvalSettings | None = None, pool: ChildPool | None = None):
+        self.settings = settings or EvalSettings()
+        self.pool = pool or ChildPool(self.settings)
+        self._mem_pool: Any = None
+
+    def evaluate(self, problem: Problem, candidate_source: str, options: EvalOptions | None = None) -> EvalResult:
+        return _Evaluation(self, problem, candidate_source, options or EvalOptions()).run()
+
+    def receive_pool(self) -> Any:
+        """A private CUDA memory pool for buffers children write into, so the segments a child can map
+        never hold anything else of the parent's."""
+        if self._mem_pool is None and hasattr(torch.cuda, "MemPool"):
+            self._mem_pool = torch.cuda.MemPool()
+        return self._mem_pool
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Evaluation:
+    def __init__(self, ev: Evaluator, problem: Problem, candidate: str, options: EvalOptions):
+        self.ev = ev
+        self.s = ev.settings
+        self.problem = problem
+        self.candidate = candidate
+        self.opt = options
+        self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if self.device == "cuda" and not torch.cuda.is_available():
+            raise EvaluationError("device 'cuda' requested but no CUDA device is available")
+        self.nonce = secrets.token_hex(16)
+        self.rng = secrets.SystemRandom()
+        self.trials = options.correctness_trials or self.s.correctness_trials
+        self.checks: list[Check] = []
+        self.phases: dict[str, float] = {}
+        self.notes: list[str] = []
+        self.compiled = False
+        self.correctness: CorrectnessSummary | None = None
+        self.runtimes: dict[str, RuntimeStats] = {}
+        self.ref: Child | None = None
+        self.cand: Child | None = None
+        self.thread_baseline: set[int] = set()
+        self.passed_rechecks = 0
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def seed(self, purpose: str, i: int) -> int:
+        digest = hmac.new(self.nonce.encode(), f"{purpose}:{i}".encode(), hashlib.sha256).digest()
+        return int.from_bytes(digest[:7], "big")
+
+    def tol(self, dtype: torch.dtype) -> tuple[float, float]:
+        return tolerance(dtype, self.s.fp32_tol, self.s.half_tol, self.opt.atol, self.opt.rtol)
+
+    def check(self, name: str, passed: bool, detail: str = "") -> bool:
+        self.checks.append(Check(name=name, passed=passed, detail=detail))
+        return passed
+
+    def ask(
+        self, child: Child, header: dict[str, Any], deadline: float, what: str, payloads: list[bytes] | None = None
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        """One command to a child; every way it can go wrong becomes a verdict (candidate) or an
+        EvaluationError (reference)."""
+        is_ref = child is self.ref
+        who = "reference" if is_ref else "candidate"
+        try:
+            reply, data = child.request(header, deadline, payloads)
+        except ChildTimedOut:
+            if is_ref:
+                raise EvaluationError(f"the reference timed out while {what}") from None
+            raise _Stop(
+                Verdict.TIMEOUT,
+                f"Timed out while {what}; the process was killed. Look for an "
+                "infinite loop or a grid that never terminates.",
+            ) from None
+        except ChildDied as died:
+            if is_ref:
+                raise EvaluationError(f"the reference process died ({died.reason}) while {what}") from None
+            hint = feedback.signal_hint(died.signal_name)
+            raise _Stop(
+                Verdict.CRASHED, f"The candidate process {died.reason} while {what}" + (f" ({hint})." if hint else ".")
+            ) from None
+        except ProtocolError as exc:
+            if is_ref:
+                raise EvaluationError(f"bad message from the reference: {exc}") from None
+            raise _Stop(
+                Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
+            ) from None
+        if not reply.get("ok", False):
+            error = reply.get("error", "internal")
+            tb = feedback.trim_traceback(reply.get("traceback", ""), child.tmpdir)
+            if is_ref or error == "reference_error":
+                raise EvaluationError(f"{who} failed while {reply.get('context', what)}:\n{tb}")
+            verdict = Verdict.COMPILE_ERROR if error == "compile_error" else Verdict.RUNTIME_ERROR
+            raise _Stop(verdict, f"Error while {reply.get('context', what)}:\n{tb}")
+        return reply, data
+
+    def receive(self, child: Child, what: str, structure: dict[str, Any], deadline: float) -> list[torch.Tensor]:
+        """Have a child deliver the tensors of its kept `what` into buffers this process owns."""
+        specs = tensors.tensor_specs(structure)
+        try:
+            tensors.check_alloc(specs, _MAX_DELIVERY_BYTES)
+        except ValueError as exc:
+            raise _Stop(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
+        if self.device == "cpu":
+            _, data = self.ask(child, {"cmd": "deliver", "what": what}, deadline, f"delivering its {what}")
+            if len(data) != len(specs):
+                raise _Stop(
+                    Verdict.CRASHED, "The candidate process delivered a different number of tensors than it described."
+                )
+            try:
+                return [tensors.from_bytes(b, d, shape) for b, (d, shape) in zip(data, specs, strict=True)]
+            except ValueError as exc:
+                raise _Stop(Verdict.CRASHED, f"The candidate process delivered malformed tensors: {exc}.") from None
+        pool = self.ev.receive_pool()
+        with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
+            bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
+        descs = [tensors.share_cuda(b) for b in bufs]
+        self.ask(child, {"cmd": "deliver", "what": what, "buffers": descs}, deadline, f"delivering its {what}")
+        return bufs
+
+    def guard_process(self, what: str) -> None:
+        """Threads and processes the candidate left behind after a call, read from /proc."""
+        new_threads = self.cand.threads() - self.thread_baseline
+        if new_threads and not self.check(
+            "no_new_threads", False, f"{len(new_threads)} new OS thread(s) still alive after {what}"
+        ):
+            raise _Stop(
+                Verdict.REJECTED,
+                "Rejected: the candidate left new threads running after a call "
+                "(work must finish inside forward(), on the caller's stream).",
+            )
+        procs = self.cand.session_processes()
+        if procs and not self.check("no_child_processes", False, f"{len(procs)} process(es) alive after {what}"):
+            raise _Stop(Verdict.REJECTED, "Rejected: the candidate spawned processes.")
+
+    # -- phases ------------------------------------------------------------------------------------
+    def run(self) -> EvalResult:
+        t0 = time.monotonic()
+        verdict, text = Verdict.PASSED, ""
+        try:
+            self.start()
+            self.load()
+            text = self.correctness_phase()
+            if self.opt.timing:
+                text += " " + self.timing_phase()
+        except _Stop as stop:
+            verdict, text = stop.verdict, stop.feedback
+        finally:
+            network = self.cand.network if self.cand else "unknown"
+            for child in (self.ref, self.cand):
+                if child is not None:
+                    child.close()
+            self.phases["total"] = time.monotonic() - t0
+        return self.result(verdict, text, network)
+
+    def start(self) -> None:
+        t = time.monotonic()
+        self.ref = self.ev.pool.acquire(self.device)
+        self.cand = self.ev.pool.acquire(self.device)
+        deadline = t + self.s.child_start_timeout_s
+        job = {
+            "nonce": self.nonce,
+            "device": self.device,
+            "reference_source": self.problem.source,
+            "init_seed": self.seed("init", 0),
+            "l2_flush_factor": self.s.l2_flush_factor,
+        }
+        for child, role in ((self.ref, "reference"), (self.cand, "candidate")):
+            try:
+                child.start_job(
+                    {**job, "role": role, "candidate_source": self.candidate if role == "candidate" else None}, deadline
+                )
+            except (ChildDied, ChildTimedOut, ProtocolError) as exc:
+                raise EvaluationError(
+                    f"a {role} child failed to start: {exc}; output:\n{child.output_tail()}"
+                ) from None
+        self.phases["start"] = time.monotonic() - t
+
+    def load(self) -> None:
+        t = time.monotonic()
+        deadline = t + self.s.load_timeout_s
+        self.ask(self.ref, {"cmd": "load"}, deadline, "loading the reference")
+        self.ask(self.cand, {"cmd": "load"}, deadline, "importing and constructing ModelNew")
+        self.thread_baseline = self.cand.threads()
+        self.phases["load"] = time.monotonic() - t
+
+    def correctness_phase(self) -> str:
+        t = time.monotonic()
+        deadline = t + self.s.load_timeout_s + self.s.correctness_timeout_s
+        summary = Comparison()
+        atol, rtol = self.tol(torch.float32)
+        for i in range(self.trials):
+            seed = self.seed("correct", i)
+            ref_h, _ = self.ask(self.ref, {"cmd": "call", "seed": seed}, deadline, "running the reference")
+            ref_struct = ref_h["structures"][0]
+            poison = [[str(d).removeprefix("torch."), s] for d, s in tensors.tensor_specs(ref_struct)]
+            what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
+            t_call = time.monotonic()
+            cand_h, _ = self.ask(
+                self.cand, {"cmd": "call", "seed": seed, "repeat": 2 if i == 0 else 1, "poison": poison}, deadline, what
+            )
+            if i == 0:
+                self.compiled = True
+                self.phases["compile"] = time.monotonic() - t_call
+                atol, rtol = self.first_tolerance(ref_struct)
+            self.guard_process(f"correctness trial {i + 1}")
+            cand_struct = cand_h["structures"][0]
+            if msg := structure_mismatch(ref_struct, cand_struct):
+                self.check("output_structure", False, msg)
+                if cand_struct["t"] == "tensor_subclass":
+                    raise _Stop(Verdict.REJECTED, f"Rejected: {msg}. Return plain tensors computed by forward().")
+                raise _Stop(Verdict.INCORRECT, f"Wrong output on correctness trial {i + 1}: {msg}.")
+            self.inputs_phase(ref_h, cand_h, deadline, i)
+            ref_out = self.receive(self.ref, "output", ref_struct, deadline)
+            cand_out = self.receive(self.cand, "output", cand_struct, deadline)
+            cmp = compare_outputs(ref_out, cand_out, self.tol)
+            summary.absorb(cmp)
+            if not cmp.ok:
+                self.record_correctness(summary, i + 1, i, atol, rtol)
+                self.check("outputs_match", False, f"trial {i + 1}: {cmp.reason}")
+                raise _Stop(Verdict.INCORRECT, feedback.mismatch(i, self.trials, cmp, self.tf32_suspect(cmp, ref_out)))
+            if i == 0:
+                again = self.receive(self.cand, "output2", cand_h["structures"][1], deadline)
+                det = compare_outputs(cand_out, again, self.tol)
+                if not self.check("deterministic", det.ok, det.reason or "two calls on the same inputs agree"):
+                    raise _Stop(
+                        Verdict.INCORRECT,
+                        "Two calls of forward() on the same inputs gave different "
+                        f"outputs ({det.reason}): this usually means reading "
+                        "uninitialised memory or a race between programs.",
+                    )
+            del ref_out, cand_out
+            for child in (self.ref, self.cand):
+                self.ask(child, {"cmd": "release"}, deadline, "releasing tensors")
+        self.record_correctness(summary, self.trials, self.trials, atol, rtol)
+        self.check("outputs_match", True, f"{self.trials}/{self.trials} trials within tolerance")
+        self.phases["correctness"] = time.monotonic() - t - self.phases.get("compile", 0.0)
+        return (
+            f"Correct on {self.trials}/{self.trials} trials (max abs error {summary.max_abs_error:.3g}, "
+            f"max rel error {summary.max_rel_error:.3g})."
+        )
+
+    def first_tolerance(self, structure: dict[str, Any]) -> tuple[float, float]:
+        specs = tensors.tensor_specs(structure)
+        return self.tol(specs[0][0]) if specs else self.tol(torch.float32)
+
+    def inputs_phase(self, ref_h: dict[str, Any], cand_h: dict[str, Any], deadline: float, i: int) -> None:
+        """The candidate's inputs after its call must equal the reference's after its call: unchanged,
+        unless the reference itself works in place, in which case they must be changed alike."""
+        ref_in = self.receive(self.ref, "inputs", ref_h["inputs"], deadline)
+        if structure_mismatch(ref_h["inputs"], cand_h["inputs"], "inputs"):
+            raise _Stop(Verdict.INCORRECT, "The candidate's inputs changed type or shape during forward().")
+        cand_in = self.receive(self.cand, "inputs", cand_h["inputs"], deadline)
+        if ref_h["mutated"]:
+            ok = compare_outputs(ref_in, cand_in, self.tol).ok
+            detail = "in-place reference: inputs updated like the reference's"
+        else:
+            ok = inputs_equal(ref_in, cand_in)
+            detail = "inputs bit-identical after forward()"
+        if not self.check("inputs_unchanged", ok, detail if ok else f"trial {i + 1}: inputs modified"):
+            raise _Stop(
+                Verdict.INCORRECT,
+                "forward() modified its input tensors; the reference does not. Write results to new output tensors.",
+            )
+
+    def record_correctness(self, cmp: Comparison, run: int, passed: int, atol: float, rtol: float) -> None:
+        self.correctness = CorrectnessSummary(
+            trials_run=run,
+            trials_passed=passed,
+            atol=atol,
+            rtol=rtol,
+            max_abs_error=cmp.max_abs_error,
+            max_rel_error=cmp.max_rel_error,
+            mismatched_elements=cmp.mismatched,
+            total_elements=cmp.total,
+        )
+
+    def tf32_suspect(self, cmp: Comparison, ref_out: list[torch.Tensor]) -> bool:
+        fp32 = any(t.dtype == torch.float32 for t in ref_out)
+        return fp32 and "tl.dot" in self.candidate and "ieee" not in self.candidate and cmp.max_rel_error < 5e-2
+
+    def timing_phase(self) -> str:
+        t = time.monotonic()
+        deadline = t + self.s.timing_timeout_s
+        cpu = self.device == "cpu"
+        budget = self.s.cpu_timing_budget_s if cpu else (self.opt.timing_budget_s or self.s.timing_budget_s)
+        sides = {"reference": (self.ref, "eager"), "candidate": (self.cand, "eager")}
+        if self.opt.compare_compile and not cpu:
+            sides["compiled"] = (self.ref, "compiled")
+        samples: dict[str, list[float]] = {k: [] for k in sides}
+        overheads: dict[str, list[float]] = {k: [] for k in sides}
+        extras: dict[str, list[float]] = {k: [] for k in sides}
+        counter = 0
+        last_cand: tuple[int, dict[str, Any]] | None = None
+
+        def timed(side: str, keep: bool) -> None:
+            nonlocal counter, last_cand
+            child, variant = sides[side]
+            counter += 1
+            seed = self.seed("time", counter)
+            sent = time.perf_counter()
+            h, _ = self.ask(child, {"cmd": "time", "seed": seed, "variant": variant}, deadline, f"timing ({side})")
+            wall_ms = (time.perf_counter() - sent) * 1e3
+            ms = float(h["ms"])
+            if not (0 < ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(ms):
+                self.check("timing_wall_clock", False, f"{side} reported {ms:.4g} ms inside {wall_ms:.4g} ms")
+                raise _Stop(
+                    Verdict.REJECTED, "Rejected: a reported time is impossible against the harness's own clock."
+                )
+            if side == "candidate":
+                self.guard_process("a timed call")
+                last_cand = (seed, h["structure"])
+                if keep and self.rng.random() < self.s.recheck_fraction:
+                    self.recheck(seed, h["structure"], deadline)
+            if keep:
+                samples[side].append(ms)
+                overheads[side].append(wall_ms - ms)
+                extras[side].append(float(h.get("sync_extra_ms", 0.0)))
+
+        # Warm-up by time, both sides, before any sample counts.
+        warm_ms = 0.0 if cpu else self.s.warmup_ms
+        est: dict[str, float] = {}
+        for side in sides:
+            spent, calls = 0.0, 0
+            while calls < 2 or spent < warm_ms:
+                before = time.perf_counter()
+                timed(side, keep=False)
+                spent += (time.perf_counter() - before) * 1e3
+                calls += 1
+                if time.monotonic() - t > budget:
+                    break
+            est[side] = spent / calls
+        block = {side: max(2, min(50, int(25.0 / max(est[side], 1e-3)))) for side in sides}
+        min_calls = 3 if cpu else self.s.min_timed_calls
+        while True:
+            for side in sides:
+                for _ in range(block[side]):
+                    timed(side, keep=True)
+            n = min(len(v) for v in samples.values())
+            precise = all(stats.ci_rel_halfwidth(v) <= self.s.target_ci_rel for v in samples.values())
+            if (n >= min_calls and (precise or time.monotonic() - t > budget)) or n >= self.s.max_timed_calls:
+                break
+        seed, structure = last_cand
+        self.recheck(seed, structure, deadline)
+        self.runtimes = {side: stats.summarize(v) for side, v in samples.items()}
+        self.wall_clock_checks(overheads, extras, cpu)
+        self.phases["timing"] = time.monotonic() - t
+        if cpu:
+            return "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
+        cand, ref = self.runtimes["candidate"], self.runtimes["reference"]
+        return feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
+
+    def recheck(self, seed: int, cand_struct: dict[str, Any], deadline: float) -> None:
+        """Compare a timed call's output with the reference's for the same (unseen) inputs."""
+        ref_h, _ = self.ask(self.ref, {"cmd": "call", "seed": seed}, deadline, "re-running the reference")
+        ref_struct = ref_h["structures"][0]
+        msg = structure_mismatch(ref_struct, cand_struct)
+        cmp = None
+        if msg is None:
+            ref_out = self.receive(self.ref, "output", ref_struct, deadline)
+            cand_out = self.receive(self.cand, "output", cand_struct, deadline)
+            cmp = compare_outputs(ref_out, cand_out, self.tol)
+            msg = None if cmp.ok else cmp.reason
+        self.ask(self.ref, {"cmd": "release"}, deadline, "releasing tensors")
+        if msg is not None:
+            self.check("timed_output_recheck", False, msg)
+            raise _Stop(
+                Verdict.INCORRECT,
+                f"An output of a timed call was wrong ({msg}) although the "
+                "correctness trials passed: outputs must be computed from each "
+                "call's inputs (no caching or replay across calls).",
+            )
+        self.passed_rechecks += 1
+
+    def wall_clock_checks(self, overheads: dict[str, list[float]], extras: dict[str, list[float]], cpu: bool) -> None:
+        cand_over = statistics.median(overheads["candidate"])
+        ref_over = statistics.median(overheads["reference"])
+        cand_ms = self.runtimes["candidate"].median_ms
+        excess = cand_over - ref_over
+        allowed = self.s.wall_slack_ms + 0.1 * cand_ms + (5.0 if cpu else 0.0)
+        if not self.check(
+            "timing_wall_clock",
+            excess <= allowed,
+            f"per-call time outside the candidate's timed window exceeds the reference's by "
+            f"{excess:.3f} ms (allowed {allowed:.3f} ms)",
+        ):
+            raise _Stop(
+                Verdict.REJECTED,
+                "Rejected: the harness's wall clock saw much more time per call "
+                "than the candidate's timed window (work outside the timed region).",
+            )
+        extra = statistics.median(extras["candidate"]) - statistics.median(extras["reference"])
+        if not self.check(
+            "no_side_stream_work", extra <= 0.05, f"device-wide sync waited {extra:.3f} ms longer than the stream sync"
+        ):
+            raise _Stop(
+                Verdict.REJECTED,
+                "Rejected: work was still running on another stream after the "
+                "timed call returned; launch everything on the current stream.",
+            )
+        self.check("timed_output_recheck", True, f"{self.passed_rechecks} timed outputs re-checked")
+
+    # -- result ------------------------------------------------------------------------------------
+    def result(self, verdict: Verdict, text: str, network: str) -> EvalResult:
+        cand = self.runtimes.get("candidate")
+        ref = self.runtimes.get("reference")
+        comp = self.runtimes.get("compiled")
+        meaningful = self.device == "cuda" and cand is not None
+        passed = verdict is Verdict.PASSED
+        return EvalResult(
+            problem=self.problem.id,
+            verdict=verdict,
+            compiled=self.compiled,
+            correct=passed,
+            speedup=ref.median_ms / cand.median_ms if passed and meaningful else None,
+            speedup_vs_compile=comp.median_ms / cand.median_ms if passed and meaningful and comp else None,
+            timing_meaningful=meaningful,
+            candidate_runtime=cand,
+            reference_runtime=ref,
+            reference_compile_runtime=comp,
+            correctness=self.correctness,
+            checks=self.checks,
+            feedback=feedback.cap(f"[{verdict.value}] {text}".strip(), self.s.feedback_max_chars),
+            phases={k: round(v, 4) for k, v in self.phases.items()},
+            environment=environment(self.device, network),
+        )
+
+
+def environment(device: str, network: str) -> Environment:
+    gpu = driver = None
+    if device == "cuda":
+        gpu = torch.cuda.get_device_name(0)
+        try:
+            with open("/proc/driver/nvidia/version") as f:
+                driver = f.readline().split("Kernel Module")[-1].split()[0]
+        except (OSError, IndexError):
+            driver = None
+    return Environment(
+        device=device,
+        gpu_name=gpu,
+        driver=driver,
+        cuda=torch.version.cuda,
+        torch=torch.__version__,
+        triton=triton.__version__,
+        python=platform.python_version(),
+        protocol_version=PROTOCOL_VERSION,
+        network_isolation=network,
+    )

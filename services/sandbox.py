@@ -1,0 +1,282 @@
+"""Starting, supervising and killing the untrusted child processes.
+
+Each child is a fresh `python -m services.child` in its own session (so the whole process group
+can be killed), with a scrubbed environment, a private temporary directory as HOME, cwd and Triton
+cache, resource limits, and a watchdog thread in the parent that enforces host memory and
+process-count limits from outside (limits set inside a child can be raised again by a root child).
+Children are started ahead of need (`ChildPool`) so torch is already imported when a job arrives;
+a child that received a job is never given another one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from services import channel
+from services.settings import EvalSettings
+
+# Variables a child may inherit; everything else (API keys, Redis URLs, cloud credentials) is dropped.
+_ENV_KEEP = {"PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "PYTHONPATH"}
+_ENV_KEEP_PREFIXES = ("CUDA_VISIBLE", "NVIDIA_", "TRITON_PTXAS", "TRITON_CUOBJDUMP", "TRITON_NVDISASM")
+_PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+class ChildDied(Exception):
+    """The child exited or was killed; `reason` says how."""
+
+    def __init__(self, reason: str, signal_name: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.signal_name = signal_name
+
+
+class ChildTimedOut(Exception):
+    pass
+
+
+def child_env(device: str, tmpdir: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
+    env.update(
+        HOME=tmpdir,
+        TMPDIR=tmpdir,
+        TRITON_CACHE_DIR=os.path.join(tmpdir, ".triton"),
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONUNBUFFERED="1",
+        PYTHONHASHSEED="0",
+        # One intra-op thread: no lazily started pools that would look like a candidate's threads.
+        OMP_NUM_THREADS="1",
+    )
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def _session_pids(sid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if int(fields[3]) == sid:  # field 6 of /proc/pid/stat: session id
+            pids.append(int(entry))
+    return pids
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def thread_ids(pid: int) -> set[int]:
+    """OS threads of a process, read from outside (a child cannot hide them from /proc)."""
+    try:
+        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    except OSError:
+        return set()
+
+
+class Child:
+    """One untrusted child process and the parent's end of its private channel."""
+
+    def __init__(self, device: str, settings: EvalSettings):
+        self.device = device
+        self.settings = settings
+        self.tmpdir = tempfile.mkdtemp(prefix="kernelgym-")
+        self.nonce: str | None = None
+        self.network = "unknown"
+        self._seq = 0
+        self._violation: str | None = None
+        self._closed = False
+        to_child_r, self._to_child = os.pipe()
+        self._from_child, from_child_w = os.pipe()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "services.child",
+                str(to_child_r),
+                str(from_child_w),
+                device,
+                str(settings.memory_limit_mb if device == "cpu" else 0),
+                str(settings.max_file_mb),
+            ],
+            pass_fds=(to_child_r, from_child_w),
+            env=child_env(device, self.tmpdir),
+            cwd=self.tmpdir,
+            stdin=subprocess.DEVNULL,
+            stdout=open(os.path.join(self.tmpdir, ".stdout"), "wb"),  # noqa: SIM115 - owned by the child
+            stderr=open(os.path.join(self.tmpdir, ".stderr"), "wb"),  # noqa: SIM115
+            start_new_session=True,
+        )
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.started = time.monotonic()
+        self._ready = False
+        self._watchdog = threading.Thread(target=self._watch, daemon=True)
+        self._watchdog.start()
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def wait_ready(self, deadline: float) -> None:
+        if self._ready:
+            return
+        header, _ = self._recv(deadline, expect_nonce=False)
+        if header.get("msg") != "ready" or header.get("pid") != self.proc.pid:
+            raise channel.ProtocolError(f"unexpected first message {header!r:.200}")
+        self.network = str(header.get("network", "unknown"))
+        self._ready = True
+
+    def start_job(self, job: dict[str, Any], deadline: float) -> None:
+        self.wait_ready(deadline)
+        self.nonce = job["nonce"]
+        channel.send(self._to_child, {"cmd": "job", **job})
+
+    def request(
+        self, header: dict[str, Any], deadline: float, payloads: list[bytes] | None = None
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        """Send a command and return the child's authenticated reply."""
+        try:
+            channel.send(self._to_child, header, payloads)
+        except (BrokenPipeError, OSError) as exc:
+            raise self._died() from exc
+        return self._recv(deadline, expect_nonce=True)
+
+    def _recv(self, deadline: float, expect_nonce: bool) -> tuple[dict[str, Any], list[bytes]]:
+        try:
+            header, payloads = channel.recv(self._from_child, deadline)
+        except channel.ChannelTimeout as exc:
+            self.kill()
+            raise ChildTimedOut() from exc
+        except channel.ChannelClosed as exc:
+            raise self._died() from exc
+        if expect_nonce:
+            self._seq += 1
+            if header.get("nonce") != self.nonce or header.get("seq") != self._seq:
+                self.kill()
+                raise channel.ProtocolError("message without the evaluation's nonce or out of sequence")
+        return header, payloads
+
+    def _died(self) -> ChildDied:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        if self._violation:
+            return ChildDied(self._violation)
+        if code < 0:
+            name = signal.Signals(-code).name
+            return ChildDied(f"killed by {name}", signal_name=name)
+        return ChildDied(f"exited with status {code} without sending a result")
+
+    def kill(self) -> None:
+        """Kill the child's whole session, including anything it spawned and detached."""
+        for pid in [self.proc.pid, *_session_pids(self.proc.pid)]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def session_processes(self) -> list[int]:
+        return [p for p in _session_pids(self.proc.pid) if p != self.proc.pid]
+
+    def threads(self) -> set[int]:
+        return thread_ids(self.proc.pid)
+
+    def output_tail(self, limit: int = 2000) -> str:
+        """What the child printed: informational only, never parsed for results."""
+        parts = []
+        for name in (".stdout", ".stderr"):
+            try:
+                data = Path(self.tmpdir, name).read_bytes()
+            except OSError:
+                continue
+            if data:
+                parts.append(data[-limit:].decode(errors="replace"))
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        for fd in (self._to_child, self._from_child):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    # -- watchdog ----------------------------------------------------------------------------------
+    def _watch(self) -> None:
+        limit_mb = self.settings.memory_limit_mb
+        while not self._closed and self.proc.poll() is None:
+            pids = [self.proc.pid, *(p for p in _session_pids(self.proc.pid) if p != self.proc.pid)]
+            rss = sum(_rss_mb(p) for p in pids)
+            if rss > limit_mb:
+                self._violation = f"host memory limit exceeded ({rss:.0f} MB > {limit_mb} MB)"
+            elif len(pids) > self.settings.max_processes:
+                self._violation = f"process limit exceeded ({len(pids)} > {self.settings.max_processes})"
+            if self._violation:
+                self.kill()
+                return
+            time.sleep(0.05)
+
+
+class ChildPool:
+    """Keeps `size` children started (torch imported) per device; each is handed out once."""
+
+    def __init__(self, settings: EvalSettings, size: int | None = None):
+        self.settings = settings
+        self.size = settings.warm_children if size is None else size
+        self._spare: dict[str, deque[Child]] = {}
+        self._lock = threading.Lock()
+
+    def acquire(self, device: str) -> Child:
+        with self._lock:
+            spare = self._spare.setdefault(device, deque())
+            child = None
+            while spare:
+                candidate = spare.popleft()
+                if candidate.proc.poll() is None:
+                    child = candidate
+                    break
+                candidate.close()
+            if child is None:
+                child = Child(device, self.settings)
+            while len(spare) < self.size:
+                spare.append(Child(device, self.settings))
+        return child
+
+    def prewarm(self, device: str) -> None:
+        with self._lock:
+            spare = self._spare.setdefault(device, deque())
+            while len(spare) < self.size:
+                spare.append(Child(device, self.settings))
+
+    def close(self) -> None:
+        with self._lock:
+            for spare in self._spare.values():
+                while spare:
+                    spare.popleft().close()

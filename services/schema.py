@@ -1,0 +1,132 @@
+"""The one definition of an evaluation request and its result.
+
+Torch-free on purpose: the gateway and any client import it to validate and publish the contract
+(OpenAPI). Every result names the protocol version that produced it; bump it whenever tolerances,
+seeding, the timing method or the defences change, so results from different protocols never mix.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PROTOCOL_VERSION = "kernelgym-eval/1"
+
+MAX_SOURCE_BYTES = 256 * 1024
+
+
+class Verdict(StrEnum):
+    """Exactly one per result. `rejected` is reserved for reward-hacking defences."""
+
+    PASSED = "passed"
+    INCORRECT = "incorrect"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    REJECTED = "rejected"
+
+
+DeviceName = Literal["cuda", "cpu"]
+
+
+class EvalOptions(BaseModel):
+    """Per-evaluation knobs; `None` means the server's configured default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: DeviceName | None = None
+    atol: float | None = Field(default=None, gt=0, le=1.0)
+    rtol: float | None = Field(default=None, gt=0, le=1.0)
+    correctness_trials: int | None = Field(default=None, ge=1, le=100)
+    timing: bool = True
+    timing_budget_s: float | None = Field(default=None, gt=0, le=120)
+    compare_compile: bool = False
+    profile: bool = True
+
+
+class EvalRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    candidate: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES, description="Source defining ModelNew.")
+    reference: str | None = Field(
+        default=None, max_length=MAX_SOURCE_BYTES, description="KernelBench-format source defining Model."
+    )
+    problem_id: str | None = Field(default=None, max_length=256, description="Id in a loaded problem set.")
+    options: EvalOptions = Field(default_factory=EvalOptions)
+
+    @model_validator(mode="after")
+    def _one_reference(self) -> EvalRequest:
+        if (self.reference is None) == (self.problem_id is None):
+            raise ValueError("give exactly one of `reference` (source) or `problem_id`")
+        return self
+
+
+class Check(BaseModel):
+    """One verification step. `name` is a stable machine-readable code."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+class RuntimeStats(BaseModel):
+    """Statistics of per-call times (ms), reduced in the trusted parent from raw samples."""
+
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    min_ms: float
+    trials: int
+    ci95_low_ms: float
+    ci95_high_ms: float
+    ci95_rel_halfwidth: float | None = Field(
+        description="Half-width of the median's 95% CI over the median (None under 3 trials)."
+    )
+
+
+class CorrectnessSummary(BaseModel):
+    trials_run: int
+    trials_passed: int
+    atol: float
+    rtol: float
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatched_elements: int = 0
+    total_elements: int = 0
+
+
+class Environment(BaseModel):
+    device: DeviceName
+    gpu_name: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    torch: str
+    triton: str
+    python: str
+    protocol_version: str = PROTOCOL_VERSION
+    network_isolation: str = Field(description="How the candidate child was cut off from the network.")
+
+
+class EvalResult(BaseModel):
+    protocol_version: str = PROTOCOL_VERSION
+    problem: str = Field(description="Problem id, or the reference's file name.")
+    verdict: Verdict
+    compiled: bool
+    correct: bool
+    speedup: float | None = Field(default=None, description="Reference eager median / candidate median.")
+    speedup_vs_compile: float | None = None
+    timing_meaningful: bool = Field(description="False on CPU (interpreter): no speedup is reported.")
+    candidate_runtime: RuntimeStats | None = None
+    reference_runtime: RuntimeStats | None = None
+    reference_compile_runtime: RuntimeStats | None = None
+    correctness: CorrectnessSummary | None = None
+    checks: list[Check] = Field(default_factory=list)
+    feedback: str = ""
+    phases: dict[str, float] = Field(default_factory=dict, description="Seconds spent per phase.")
+    environment: Environment
+
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]

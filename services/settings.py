@@ -1,0 +1,42 @@
+"""Evaluation settings, read once from `KERNELGYM_*` environment variables.
+
+Every field here is read by the evaluation core; per-request `EvalOptions` override the first group.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EvalSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KERNELGYM_", extra="ignore")
+
+    # Defaults a request may override.
+    fp32_tol: float = Field(1e-4, description="atol = rtol for fp32/fp64 outputs.")
+    half_tol: float = Field(1e-2, description="atol = rtol for fp16/bf16 outputs.")
+    correctness_trials: int = Field(5, ge=1)
+    timing_budget_s: float = Field(5.0, gt=0, description="Wall budget of the adaptive timing loop (GPU).")
+    cpu_timing_budget_s: float = Field(0.5, gt=0, description="CPU mode times only to exercise the path.")
+
+    # Timing protocol.
+    warmup_ms: float = Field(100.0, ge=0, description="Warm-up per side, by time, before sampling.")
+    min_timed_calls: int = Field(20, ge=3)
+    max_timed_calls: int = Field(2000, ge=3)
+    target_ci_rel: float = Field(0.01, gt=0, description="Stop when the median's 95% CI is within this.")
+    recheck_fraction: float = Field(0.1, ge=0, le=1, description="Share of timed calls re-checked (+ last).")
+    l2_flush_factor: float = Field(2.0, ge=1, description="L2 flush buffer, in multiples of the L2 size.")
+    wall_slack_ms: float = Field(
+        0.5, ge=0, description="Per-call time the candidate may spend outside its events beyond the reference."
+    )
+
+    # Isolation.
+    load_timeout_s: float = Field(120.0, gt=0, description="Import, construction and first (compiling) call.")
+    correctness_timeout_s: float = Field(120.0, gt=0)
+    timing_timeout_s: float = Field(180.0, gt=0)
+    child_start_timeout_s: float = Field(120.0, gt=0, description="Torch import and device init of a child.")
+    memory_limit_mb: int = Field(32768, ge=256, description="Host memory (RSS) per child process.")
+    max_processes: int = Field(64, ge=1, description="Processes a child's session may hold at once.")
+    max_file_mb: int = Field(1024, ge=1, description="Largest file a child may write.")
+    warm_children: int = Field(2, ge=0, description="Children kept started with torch imported.")
+    feedback_max_chars: int = Field(4000, ge=200)

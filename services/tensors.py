@@ -1,0 +1,138 @@
+"""Describing and moving tensors between a child and the trusted parent without pickle.
+
+A child describes a forward's output as a JSON structure (`describe`); the tensors themselves travel
+as raw bytes (CPU) or are copied by the child into buffers the parent allocated and shared over CUDA
+IPC (GPU). Buffers are always the parent's own: a child never hands the parent a memory handle, so it
+cannot point the parent at memory it does not own (the reference child's outputs, say).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import torch
+
+_DTYPES = {
+    str(d).removeprefix("torch."): d
+    for d in (
+        torch.float64,
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.int64,
+        torch.int32,
+        torch.int16,
+        torch.int8,
+        torch.uint8,
+        torch.bool,
+        torch.complex64,
+        torch.complex128,
+    )
+}
+_SCALARS = (bool, int, float, type(None))
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unsupported dtype {name!r}") from None
+
+
+def describe(obj: Any, tensors: list[torch.Tensor], _type: type = type) -> dict[str, Any]:
+    """JSON description of a forward's result; appends every tensor found to `tensors` in order."""
+    kind = _type(obj)
+    if kind is torch.Tensor:
+        tensors.append(obj)
+        return {"t": "tensor", "dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)}
+    if isinstance(obj, torch.Tensor):
+        return {"t": "tensor_subclass", "type": kind.__name__}
+    if kind in (tuple, list):
+        return {"t": kind.__name__, "items": [describe(x, tensors) for x in obj]}
+    if kind in _SCALARS:
+        return {"t": "scalar", "value": obj if not isinstance(obj, float) or obj == obj else "nan"}
+    return {"t": "unsupported", "type": kind.__name__}
+
+
+def tensor_specs(structure: dict[str, Any]) -> list[tuple[torch.dtype, list[int]]]:
+    """Dtype and shape of every tensor in a description, in `describe` order."""
+    if structure["t"] == "tensor":
+        return [(dtype_from_name(structure["dtype"]), [int(s) for s in structure["shape"]])]
+    if structure["t"] in ("tuple", "list"):
+        return [spec for item in structure["items"] for spec in tensor_specs(item)]
+    return []
+
+
+def to_bytes(t: torch.Tensor) -> bytes:
+    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+
+
+def from_bytes(data: bytes, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
+    expected = _numel(shape) * torch.empty((), dtype=dtype).element_size()
+    if len(data) != expected:
+        raise ValueError(f"tensor payload of {len(data)} bytes, expected {expected}")
+    if not data:
+        return torch.empty(shape, dtype=dtype)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dtype).reshape(shape)
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for s in shape:
+        if s < 0:
+            raise ValueError(f"negative dimension in {shape}")
+        n *= s
+    return n
+
+
+def check_alloc(specs: list[tuple[torch.dtype, list[int]]], limit_bytes: int) -> None:
+    total = sum(_numel(shape) * torch.empty((), dtype=d).element_size() for d, shape in specs)
+    if total > limit_bytes:
+        raise ValueError(f"outputs of {total} bytes exceed the {limit_bytes}-byte limit")
+
+
+def share_cuda(t: torch.Tensor) -> dict[str, Any]:
+    """An IPC descriptor of a parent-owned, contiguous CUDA buffer, for a child to write into."""
+    (device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync) = t.untyped_storage()._share_cuda_()
+    return {
+        "device": device,
+        "handle": _b64(handle),
+        "size": size,
+        "offset": offset,
+        "rc_handle": _b64(rc_handle),
+        "rc_offset": rc_offset,
+        "ev_handle": _b64(ev_handle),
+        "ev_sync": ev_sync,
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "shape": list(t.shape),
+        "storage_offset": t.storage_offset(),
+    }
+
+
+def open_cuda(desc: dict[str, Any]) -> torch.Tensor:
+    """The child's view of a parent buffer described by `share_cuda`."""
+    storage = torch.UntypedStorage._new_shared_cuda(
+        desc["device"],
+        _unb64(desc["handle"]),
+        desc["size"],
+        desc["offset"],
+        _unb64(desc["rc_handle"]),
+        desc["rc_offset"],
+        _unb64(desc["ev_handle"]),
+        desc["ev_sync"],
+    )
+    dtype = dtype_from_name(desc["dtype"])
+    out = torch.empty(0, dtype=dtype, device=f"cuda:{desc['device']}")
+    shape = desc["shape"]
+    stride = torch.empty(shape, device="meta").stride()
+    return out.set_(storage, desc["storage_offset"], shape, stride)
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode()
+
+
+def _unb64(s: str | None) -> bytes | None:
+    return None if s is None else base64.b64decode(s)
