@@ -1,0 +1,250 @@
+"""End-to-end evaluations through real child processes: verdicts, feedback and isolation.
+
+Runs on CPU (Triton interpreter) everywhere; `test_gpu.py` repeats the essentials on CUDA.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from helpers import bundled_source, relu_candidate
+
+from services.schema import EvalOptions, Verdict
+
+CPU = EvalOptions(device="cpu")
+NO_TIMING = EvalOptions(device="cpu", timing=False)
+
+
+@pytest.mark.parametrize(
+    "problem_id",
+    ["level1/1_ReLU", "level1/2_GELU_tanh", "level1/3_Sum_dim1", "level1/4_Softmax_rows", "level1/5_RMSNorm",
+     "level1/6_Matmul", "level1/7_Add_fp16", "level2/1_Linear_Bias_ReLU", "level2/2_Linear_GELU_Scale_Residual"],
+)
+def test_honest_bundled_kernel_passes(evaluator, problems, problem_id):
+    result = evaluator.evaluate(problems.load(problem_id), bundled_source(problem_id), CPU)
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert result.correct and result.compiled
+    assert result.speedup is None and not result.timing_meaningful
+    assert result.correctness.trials_passed == result.correctness.trials_run == 3
+    assert all(c.passed for c in result.checks)
+    assert {"outputs_match", "inputs_unchanged", "deterministic", "timed_output_recheck"} <= {
+        c.name for c in result.checks}
+    assert result.candidate_runtime.trials >= 3
+    assert result.environment.device == "cpu"
+    assert {"start", "load", "compile", "correctness", "timing", "total"} <= result.phases.keys()
+
+
+def test_wrong_values_are_incorrect_with_mismatch_feedback(evaluator, relu):
+    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x) + 1e-2"), NO_TIMING)
+    assert result.verdict is Verdict.INCORRECT
+    assert not result.correct and result.compiled
+    assert "differ" in result.feedback and "trial 1/3" in result.feedback
+    assert result.correctness.mismatched_elements > 0
+    assert result.correctness.max_abs_error == pytest.approx(1e-2, rel=1e-3)
+
+
+def test_wrong_shape_is_incorrect(evaluator, relu):
+    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x)[:, :10]"), NO_TIMING)
+    assert result.verdict is Verdict.INCORRECT
+    assert "shape" in result.feedback
+
+
+def test_wrong_dtype_is_incorrect(evaluator, relu):
+    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x).double()"), NO_TIMING)
+    assert result.verdict is Verdict.INCORRECT
+    assert "dtype" in result.feedback
+
+
+def test_nan_in_wrong_place_is_incorrect(evaluator, relu):
+    body = "y = triton_relu(x)\ny[0, 0] = float('nan')\nreturn y"
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    assert result.verdict is Verdict.INCORRECT
+    assert "NaN/Inf" in result.feedback
+
+
+def test_syntax_error_is_compile_error(evaluator, relu):
+    result = evaluator.evaluate(relu, "class ModelNew(:\n    pass\n", NO_TIMING)
+    assert result.verdict is Verdict.COMPILE_ERROR
+    assert not result.compiled
+    assert "SyntaxError" in result.feedback
+
+
+def test_missing_model_new_is_compile_error(evaluator, relu):
+    result = evaluator.evaluate(relu, "import torch\nclass Model(torch.nn.Module):\n    pass\n", NO_TIMING)
+    assert result.verdict is Verdict.COMPILE_ERROR
+    assert "ModelNew" in result.feedback
+
+
+def test_triton_compile_failure_is_compile_error(evaluator, relu):
+    extra = '''
+@triton.jit
+def _bad(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs) + undefined_name, mask=offs < n)
+'''
+    body = "_bad[(1,)](x, x.numel(), BLOCK=128)\nreturn triton_relu(x)"
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING)
+    assert result.verdict in (Verdict.COMPILE_ERROR, Verdict.RUNTIME_ERROR)
+    assert "undefined_name" in result.feedback
+
+
+def test_exception_in_forward_is_runtime_error_with_traceback(evaluator, relu):
+    result = evaluator.evaluate(relu, relu_candidate("raise ValueError('boom from forward')"), NO_TIMING)
+    assert result.verdict is Verdict.RUNTIME_ERROR
+    assert "boom from forward" in result.feedback
+    assert "kg_candidate.py" in result.feedback  # the candidate's own frame, not the harness's
+
+
+@pytest.mark.parametrize(
+    ("body", "expect"),
+    [
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "SIGSEGV"),
+        ("import os\nos.abort()", "SIGABRT"),
+        ("import os\nos._exit(0)", "status 0"),
+        ("import os\nos._exit(3)", "status 3"),
+        ("import ctypes\nctypes.string_at(0)", "SIGSEGV"),
+    ],
+    ids=["segfault", "abort", "os_exit_0", "os_exit_3", "null_deref"],
+)
+def test_process_death_is_crashed_and_next_evaluation_unaffected(evaluator, relu, body, expect):
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    assert result.verdict is Verdict.CRASHED
+    assert expect in result.feedback
+    after = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING)
+    assert after.verdict is Verdict.PASSED
+
+
+def test_crash_at_import_time_is_crashed(evaluator, relu):
+    result = evaluator.evaluate(relu, "import os\nos._exit(0)\n", NO_TIMING)
+    assert result.verdict is Verdict.CRASHED
+    assert "importing" in result.feedback
+
+
+def test_infinite_loop_times_out_within_the_phase_limit(strict_timeouts, relu):
+    start = time.monotonic()
+    result = strict_timeouts.evaluate(relu, relu_candidate("while True:\n    pass"), NO_TIMING)
+    elapsed = time.monotonic() - start
+    assert result.verdict is Verdict.TIMEOUT
+    assert "Timed out" in result.feedback
+    assert elapsed < 20 + 4 + 10  # load + correctness budgets, plus child start
+
+
+def test_huge_allocation_fails_cleanly(strict_timeouts, relu):
+    body = "junk = torch.empty(1 << 42, dtype=torch.uint8)\njunk.fill_(1)\nreturn triton_relu(x)"
+    result = strict_timeouts.evaluate(relu, relu_candidate(body), NO_TIMING)
+    assert result.verdict in (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
+    assert result.verdict is not Verdict.PASSED
+
+
+def test_memory_hog_is_killed_by_the_watchdog(relu):
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    body = "hog = [torch.ones(1 << 20) for _ in range(4000)]\nreturn triton_relu(x)"
+    with Evaluator(EvalSettings(memory_limit_mb=2048, correctness_trials=1, warm_children=0)) as ev:
+        result = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
+    assert result.verdict in (Verdict.CRASHED, Verdict.RUNTIME_ERROR)
+
+
+def test_mutating_inputs_is_incorrect(evaluator, relu):
+    result = evaluator.evaluate(relu, relu_candidate("y = triton_relu(x)\nx.zero_()\nreturn y"), NO_TIMING)
+    assert result.verdict is Verdict.INCORRECT
+    assert "modified its input" in result.feedback
+    assert any(c.name == "inputs_unchanged" and not c.passed for c in result.checks)
+
+
+def test_reading_uninitialised_memory_is_caught_by_the_repeat_call(evaluator, relu):
+    # Writes only the first half of the output: the rest is whatever the allocator handed out.
+    extra = '''
+@triton.jit
+def _half(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n // 2
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+'''
+    body = "out = torch.empty_like(x)\n_half[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)\nreturn out"
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING)
+    assert result.verdict is Verdict.INCORRECT
+
+
+def test_result_cache_across_calls_fails_the_timed_recheck(evaluator, relu):
+    # Answers every call after the first with the first call's output: right on trial 1 only if
+    # inputs repeat, which they never do.
+    extra = "_CACHE = {}\n"
+    body = """
+key = tuple(x.shape)
+if key not in _CACHE:
+    _CACHE[key] = triton_relu(x)
+return _CACHE[key]
+"""
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), CPU)
+    assert result.verdict is Verdict.INCORRECT
+    assert not result.correct and result.speedup is None
+
+
+def test_secrets_are_not_in_the_child_environment(evaluator, relu, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("KERNELGYM_REDIS_URL", "redis://secret@host")
+    # The candidate is only correct if it sees neither variable.
+    body = """
+import os
+leaked = any(k in os.environ for k in ("OPENAI_API_KEY", "KERNELGYM_REDIS_URL"))
+return triton_relu(x) + (1.0 if leaked else 0.0)
+"""
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    assert result.verdict is Verdict.PASSED, result.feedback
+
+
+def test_child_runs_in_a_private_directory(evaluator, relu):
+    body = """
+import os, tempfile
+private = os.getcwd() == os.environ["HOME"] == tempfile.gettempdir() and "kernelgym-" in os.getcwd()
+return triton_relu(x) + (0.0 if private else 1.0)
+"""
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    assert result.verdict is Verdict.PASSED, result.feedback
+
+
+def test_child_has_no_network_where_namespaces_are_allowed(evaluator, relu):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    body = f"""
+import socket
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=1).close()
+    reached = True
+except OSError:
+    reached = False
+return triton_relu(x) + (1.0 if reached else 0.0)
+"""
+    try:
+        result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    finally:
+        server.close()
+    if not result.environment.network_isolation.startswith(("netns", "userns")):
+        pytest.skip(f"no network namespace on this machine: {result.environment.network_isolation}")
+    assert result.verdict is Verdict.PASSED, result.feedback
+
+
+def test_reference_given_as_source_and_problem_name(evaluator, relu):
+    from services.problems import Problem
+
+    problem = Problem(id="my_relu", source=relu.source)
+    result = evaluator.evaluate(problem, bundled_source("level1/1_ReLU"), NO_TIMING)
+    assert result.verdict is Verdict.PASSED
+    assert result.problem == "my_relu"
+
+
+def test_broken_reference_raises_evaluation_error(evaluator):
+    from services.evaluator import EvaluationError
+    from services.problems import Problem
+
+    source = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        raise RuntimeError('ref')\n" \
+             "def get_inputs():\n    return [torch.ones(3)]\ndef get_init_inputs():\n    return []\n"
+    with pytest.raises(EvaluationError, match="ref"):
+        evaluator.evaluate(Problem(id="broken", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
