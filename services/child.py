@@ -36,7 +36,10 @@ def _limit_resources(mem_mb: int, file_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb << 20, file_mb << 20))
     if mem_mb:  # CPU children only: CUDA reserves far more address space than it uses.
-        resource.setrlimit(resource.RLIMIT_AS, (mem_mb << 20, mem_mb << 20))
+        # Address space, not memory: a backstop that makes absurd allocations fail cleanly. The parent's
+        # watchdog enforces the real (resident) limit; the headroom covers torch's library mappings.
+        limit = (mem_mb + 16384) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 def main() -> None:

@@ -181,8 +181,8 @@ class _Evaluation:
         self.ask(child, {"cmd": "deliver", "what": what, "buffers": descs}, deadline, f"delivering its {what}")
         return bufs
 
-    def guard_process(self, what: str) -> None:
-        """Threads and processes the candidate left behind after a call, read from /proc."""
+    def guard_process(self, what: str, processes: bool = True) -> None:
+        """Threads (and, unless told not to, processes) the candidate left behind, read from /proc."""
         new_threads = self.cand.threads() - self.thread_baseline
         if new_threads and not self.check(
             "no_new_threads", False, f"{len(new_threads)} new OS thread(s) still alive after {what}"
@@ -192,7 +192,7 @@ class _Evaluation:
                 "Rejected: the candidate left new threads running after a call "
                 "(work must finish inside forward(), on the caller's stream).",
             )
-        procs = self.cand.session_processes()
+        procs = self.cand.session_processes() if processes else []
         if procs and not self.check("no_child_processes", False, f"{len(procs)} process(es) alive after {what}"):
             raise _Stop(Verdict.REJECTED, "Rejected: the candidate spawned processes.")
 
@@ -371,7 +371,7 @@ class _Evaluation:
                     Verdict.REJECTED, "Rejected: a reported time is impossible against the harness's own clock."
                 )
             if side == "candidate":
-                self.guard_process("a timed call")
+                self.guard_process("a timed call", processes=False)
                 last_cand = (seed, h["structure"])
                 if keep and self.rng.random() < self.s.recheck_fraction:
                     self.recheck(seed, h["structure"], deadline)
@@ -382,7 +382,7 @@ class _Evaluation:
 
         # Warm-up by time, both sides, before any sample counts.
         warm_ms = 0.0 if cpu else self.s.warmup_ms
-        est: dict[str, float] = {}
+        slowest = 0.0
         for side in sides:
             spent, calls = 0.0, 0
             while calls < 2 or spent < warm_ms:
@@ -392,12 +392,14 @@ class _Evaluation:
                 calls += 1
                 if time.monotonic() - t > budget:
                     break
-            est[side] = spent / calls
-        block = {side: max(2, min(50, int(25.0 / max(est[side], 1e-3)))) for side in sides}
+            slowest = max(slowest, spent / calls)
+        # The same block length for every side, about 25 ms of the slowest side's calls, so that
+        # drift between blocks cancels and every side ends with as many samples.
+        block = max(2, min(50, int(25.0 / max(slowest, 1e-3))))
         min_calls = 3 if cpu else self.s.min_timed_calls
         while True:
             for side in sides:
-                for _ in range(block[side]):
+                for _ in range(block):
                     timed(side, keep=True)
             n = min(len(v) for v in samples.values())
             precise = all(stats.ci_rel_halfwidth(v) <= self.s.target_ci_rel for v in samples.values())
@@ -405,6 +407,7 @@ class _Evaluation:
                 break
         seed, structure = last_cand
         self.recheck(seed, structure, deadline)
+        self.guard_process("the timed calls")
         self.runtimes = {side: stats.summarize(v) for side, v in samples.items()}
         self.wall_clock_checks(overheads, extras, cpu)
         self.phases["timing"] = time.monotonic() - t

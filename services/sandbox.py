@@ -241,7 +241,7 @@ class Child:
             if self._violation:
                 self.kill()
                 return
-            time.sleep(0.05)
+            time.sleep(0.2)
 
 
 class ChildPool:

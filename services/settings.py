@@ -16,7 +16,7 @@ class EvalSettings(BaseSettings):
     fp32_tol: float = Field(1e-4, description="atol = rtol for fp32/fp64 outputs.")
     half_tol: float = Field(1e-2, description="atol = rtol for fp16/bf16 outputs.")
     correctness_trials: int = Field(5, ge=1)
-    timing_budget_s: float = Field(5.0, gt=0, description="Wall budget of the adaptive timing loop (GPU).")
+    timing_budget_s: float = Field(2.0, gt=0, description="Wall budget of the adaptive timing loop (GPU).")
     cpu_timing_budget_s: float = Field(0.5, gt=0, description="CPU mode times only to exercise the path.")
 
     # Timing protocol.

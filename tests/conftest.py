@@ -9,7 +9,6 @@ import pytest
 from services.problems import Problem, bundled_problems
 
 
-
 @pytest.fixture(scope="session")
 def problems():
     return bundled_problems()
@@ -35,6 +34,9 @@ def strict_timeouts() -> Iterator:
     from services.evaluator import Evaluator
     from services.settings import EvalSettings
 
-    with Evaluator(EvalSettings(correctness_trials=2, load_timeout_s=20, correctness_timeout_s=4,
-                                timing_timeout_s=10, warm_children=1)) as ev:
+    with Evaluator(
+        EvalSettings(
+            correctness_trials=2, load_timeout_s=20, correctness_timeout_s=4, timing_timeout_s=10, warm_children=1
+        )
+    ) as ev:
         yield ev

@@ -11,7 +11,7 @@ def bundled_source(problem_id: str) -> str:
     return bundled_kernel(problem_id).read_text()
 
 
-RELU_PREAMBLE = '''
+RELU_PREAMBLE = """
 import torch
 import torch.nn as nn
 import triton
@@ -31,11 +31,12 @@ def triton_relu(x):
     n = x.numel()
     _relu[(triton.cdiv(n, 4096),)](x, out, n, BLOCK=4096)
     return out
-'''
+"""
 
 
 def relu_candidate(forward_body: str, extra: str = "") -> str:
     """A ReLU candidate whose forward(self, x) runs `forward_body` (with `triton_relu` available)."""
     body = textwrap.indent(textwrap.dedent(forward_body).strip(), " " * 8)
-    return (RELU_PREAMBLE + textwrap.dedent(extra)
-            + f"\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n{body}\n")
+    return (
+        RELU_PREAMBLE + textwrap.dedent(extra) + f"\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n{body}\n"
+    )

@@ -15,8 +15,9 @@ CUDA = EvalOptions(device="cuda", timing_budget_s=2.0)
 NO_TIMING = EvalOptions(device="cuda", timing=False)
 
 
-@pytest.mark.parametrize("problem_id", ["level1/1_ReLU", "level1/4_Softmax_rows", "level1/6_Matmul",
-                                        "level2/1_Linear_Bias_ReLU"])
+@pytest.mark.parametrize(
+    "problem_id", ["level1/1_ReLU", "level1/4_Softmax_rows", "level1/6_Matmul", "level2/1_Linear_Bias_ReLU"]
+)
 def test_honest_kernel_passes_with_timing(evaluator, problems, problem_id):
     result = evaluator.evaluate(problems.load(problem_id), bundled_source(problem_id), CUDA)
     assert result.verdict is Verdict.PASSED, result.feedback
@@ -27,13 +28,13 @@ def test_honest_kernel_passes_with_timing(evaluator, problems, problem_id):
 
 
 def test_illegal_memory_access_is_a_clear_verdict_and_next_evaluation_unaffected(evaluator, relu):
-    extra = '''
+    extra = """
 @triton.jit
-def _wild(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK) + (1 << 40)
+def _wild(x_ptr, out_ptr, far, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) + far
     tl.store(out_ptr + offs, tl.load(x_ptr + offs))
-'''
-    body = "out = torch.empty_like(x)\n_wild[(1,)](x, out, BLOCK=128)\ntorch.cuda.synchronize()\nreturn out"
+"""
+    body = "out = torch.empty_like(x)\n_wild[(1,)](x, out, 1 << 40, BLOCK=128)\ntorch.cuda.synchronize()\nreturn out"
     result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING)
     assert result.verdict in (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
     assert evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED
@@ -48,7 +49,9 @@ def test_huge_gpu_allocation_is_runtime_error(evaluator, relu):
 
 def test_side_stream_work_is_rejected(evaluator, problems):
     problem = problems.load("level1/6_Matmul")
-    body = bundled_source("level1/6_Matmul").replace("class ModelNew", "class _Honest") + '''
+    body = (
+        bundled_source("level1/6_Matmul").replace("class ModelNew", "class _Honest")
+        + """
 
 class ModelNew(_Honest):
     def forward(self, A, B):
@@ -56,10 +59,10 @@ class ModelNew(_Honest):
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             out = super().forward(A, B)
-            for _ in range(200):
-                out = out + 0.0
+            torch.cuda._sleep(2_000_000)  # about a millisecond of GPU time the caller's events never see
         return out
-'''
+"""
+    )
     result = evaluator.evaluate(problem, body, CUDA)
     assert result.verdict is Verdict.REJECTED, result.feedback
 
