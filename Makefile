@@ -1,0 +1,36 @@
+# KernelGym developer commands. `make demo` and `make test` do all the set-up themselves.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch comes from the machine's index: a CUDA build on GPU boxes, the CPU build where pip is told so
+# (e.g. TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu").
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test test-gpu lint format bench-eval clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_SPEC)
+	$(BIN)/pip install -q -e ".[core,dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)  ## evaluate the bundled example kernels and print verdicts (CPU when there is no GPU)
+	$(BIN)/kernelgym demo
+
+test: $(STAMP)  ## the whole test suite; GPU tests skip themselves without CUDA
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -q -m gpu
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
