@@ -23,6 +23,7 @@ from services import channel, tensors
 _perf = time.perf_counter
 _sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
+_gpu_spin = torch.cuda._sleep
 _no_grad = torch.no_grad
 _manual_seed = torch.manual_seed
 _Tensor = torch.Tensor
@@ -234,6 +235,8 @@ class Runtime:
             _sync()
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             self.flush_buf.zero_()
+            if self.job["launch_shield_cycles"]:
+                _gpu_spin(self.job["launch_shield_cycles"])
             start.record()
             out = self._run_user("forward()", model, *inputs)
             end.record()

@@ -66,8 +66,11 @@ def structure_mismatch(ref: dict[str, Any], cand: dict[str, Any], where: str = "
         return None
     if ref["t"] == "scalar":
         r, c = ref["value"], cand["value"]
-        close_floats = isinstance(r, float) and isinstance(c, float | int) and not isinstance(c, bool)
-        if close_floats and math.isclose(r, c, rel_tol=1e-6, abs_tol=1e-6):
+        if type(r) is not type(c):
+            return f"{where} should be a {type(r).__name__} ({r!r}), got {c!r}"
+        if isinstance(r, float) and (
+            math.isclose(r, c, rel_tol=1e-6, abs_tol=1e-6) or (math.isnan(r) and math.isnan(c))
+        ):
             return None
         if r != c:
             return f"{where} should be {r!r}, got {c!r}"
@@ -77,9 +80,9 @@ def structure_mismatch(ref: dict[str, Any], cand: dict[str, Any], where: str = "
 def compare_tensor(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float) -> Comparison:
     """Elementwise |cand - ref| <= atol + rtol*|ref| with identical NaN/±Inf positions, chunked so
     multi-GB outputs need little extra memory."""
-    result = Comparison(total=ref.numel())
-    if ref.dtype.is_complex:
+    if ref.dtype.is_complex:  # real and imaginary parts are compared (and counted) separately
         ref, cand = torch.view_as_real(ref), torch.view_as_real(cand)
+    result = Comparison(total=ref.numel())
     r_flat, c_flat = ref.reshape(-1), cand.reshape(-1)
     exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
     nonfinite_mismatch = 0
@@ -128,4 +131,12 @@ def compare_outputs(ref: list[torch.Tensor], cand: list[torch.Tensor], tol: Any)
 
 
 def inputs_equal(before: list[torch.Tensor], after: list[torch.Tensor]) -> bool:
-    return all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    """Bit-identical (so an unchanged NaN counts as unchanged)."""
+    return len(before) == len(after) and all(
+        a.shape == b.shape and a.dtype == b.dtype and torch.equal(_bits(a), _bits(b))
+        for a, b in zip(before, after, strict=True)
+    )
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().reshape(-1).view(torch.uint8)

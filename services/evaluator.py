@@ -227,6 +227,7 @@ class _Evaluation:
             "reference_source": self.problem.source,
             "init_seed": self.seed("init", 0),
             "l2_flush_factor": self.s.l2_flush_factor,
+            "launch_shield_cycles": self.s.launch_shield_cycles,
         }
         for child, role in ((self.ref, "reference"), (self.cand, "candidate")):
             try:

@@ -59,6 +59,10 @@ class EvalRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_reference(self) -> EvalRequest:
+        for name in ("candidate", "reference"):
+            value = getattr(self, name)
+            if value is not None and len(value.encode()) > MAX_SOURCE_BYTES:
+                raise ValueError(f"`{name}` is larger than {MAX_SOURCE_BYTES} bytes of UTF-8")
         if (self.reference is None) == (self.problem_id is None):
             raise ValueError("give exactly one of `reference` (source) or `problem_id`")
         return self

@@ -25,6 +25,12 @@ class EvalSettings(BaseSettings):
     max_timed_calls: int = Field(2000, ge=3)
     target_ci_rel: float = Field(0.01, gt=0, description="Stop when the median's 95% CI is within this.")
     recheck_fraction: float = Field(0.1, ge=0, le=1, description="Share of timed calls re-checked (+ last).")
+    launch_shield_cycles: int = Field(
+        400_000,
+        ge=0,
+        description="GPU spin queued before each start event (~0.2 ms at 2 GHz) so host launch latency, which "
+        "varies with CPU wake-up, stays outside the timed window for reference and candidate alike.",
+    )
     l2_flush_factor: float = Field(2.0, ge=1, description="L2 flush buffer, in multiples of the L2 size.")
     wall_slack_ms: float = Field(
         0.5, ge=0, description="Per-call time the candidate may spend outside its events beyond the reference."

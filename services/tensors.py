@@ -51,7 +51,7 @@ def describe(obj: Any, tensors: list[torch.Tensor], _type: type = type) -> dict[
     if kind in (tuple, list):
         return {"t": kind.__name__, "items": [describe(x, tensors) for x in obj]}
     if kind in _SCALARS:
-        return {"t": "scalar", "value": obj if not isinstance(obj, float) or obj == obj else "nan"}
+        return {"t": "scalar", "value": obj}  # json carries NaN/Infinity for floats
     return {"t": "unsupported", "type": kind.__name__}
 
 

@@ -1,0 +1,107 @@
+"""Timing statistics: the median's distribution-free CI and the summary fields."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from services.stats import ci_rel_halfwidth, median_ci, summarize
+
+
+def test_median_ci_ranks_for_n_20():
+    # half = 1.959964 * sqrt(20) / 2 = 4.3826; lo = floor(10 - 4.3826) = 5; hi = ceil(11 + 4.3826) = 16.
+    xs = [float(i) for i in range(1, 21)]
+    assert median_ci(xs) == (5.0, 16.0)
+
+
+def test_median_ci_ranks_for_n_100():
+    # half = 1.959964 * 10 / 2 = 9.79982; lo = floor(50 - 9.79982) = 40; hi = ceil(51 + 9.79982) = 61.
+    xs = [float(i) for i in range(1, 101)]
+    assert median_ci(xs) == (40.0, 61.0)
+
+
+def test_median_ci_sorts_its_input():
+    xs = [float(i) for i in range(1, 101)]
+    shuffled = xs[:]
+    random.Random(0).shuffle(shuffled)
+    assert median_ci(shuffled) == (40.0, 61.0)
+    assert shuffled != xs  # the caller's list is not sorted in place
+
+
+def test_median_ci_of_small_samples_clamps_to_the_extremes():
+    # n = 5: half = 2.1913; lo = max(floor(0.31), 1) = 1; hi = min(ceil(5.69), 5) = 5.
+    assert median_ci([3.0, 1.0, 5.0, 2.0, 4.0]) == (1.0, 5.0)
+    # n < 3: min and max.
+    assert median_ci([2.0, 1.0]) == (1.0, 2.0)
+    assert median_ci([7.0]) == (7.0, 7.0)
+
+
+def test_ci_rel_halfwidth_for_n_20():
+    xs = [float(i) for i in range(1, 21)]
+    # CI (5, 16), median 10.5.
+    assert ci_rel_halfwidth(xs) == pytest.approx((16 - 5) / 2 / 10.5)
+
+
+def test_ci_rel_halfwidth_of_constant_samples_is_zero():
+    assert ci_rel_halfwidth([0.25] * 50) == 0.0
+
+
+def test_ci_rel_halfwidth_under_three_samples_is_infinite():
+    assert ci_rel_halfwidth([]) == math.inf
+    assert ci_rel_halfwidth([1.0]) == math.inf
+    assert ci_rel_halfwidth([1.0, 1.0]) == math.inf
+
+
+def test_ci_rel_halfwidth_with_zero_median_is_infinite():
+    assert ci_rel_halfwidth([0.0, 0.0, 0.0]) == math.inf
+
+
+def test_summarize_fields_for_odd_count():
+    s = summarize([4.0, 1.0, 100.0, 3.0, 2.0])
+    assert s.median_ms == 3.0
+    # Inclusive quartiles of 1, 2, 3, 4, 100 sit at positions 1 and 3: 2 and 4.
+    assert s.iqr_ms == 2.0
+    assert s.mean_ms == 22.0
+    assert s.min_ms == 1.0
+    assert s.trials == 5
+    assert (s.ci95_low_ms, s.ci95_high_ms) == (1.0, 100.0)
+    assert s.ci95_rel_halfwidth == pytest.approx(99 / 2 / 3)
+
+
+def test_summarize_interpolates_inclusive_quartiles():
+    s = summarize([1.0, 2.0, 3.0, 4.0])
+    # Positions 0.75 and 2.25: 1.75 and 3.25.
+    assert s.iqr_ms == pytest.approx(1.5)
+    assert s.median_ms == 2.5
+    assert s.mean_ms == 2.5
+
+
+def test_summarize_of_twenty_samples_carries_the_ci():
+    xs = [float(i) for i in range(20, 0, -1)]
+    s = summarize(xs)
+    assert (s.ci95_low_ms, s.ci95_high_ms) == (5.0, 16.0)
+    assert s.median_ms == 10.5
+    # Quartile positions 19/4 = 4.75 and 14.25 over 1..20: 5.75 and 15.25.
+    assert s.iqr_ms == pytest.approx(9.5)
+    assert s.ci95_rel_halfwidth == pytest.approx(5.5 / 10.5)
+
+
+def test_summarize_single_sample():
+    s = summarize([0.5])
+    assert (s.median_ms, s.iqr_ms, s.mean_ms, s.min_ms, s.trials) == (0.5, 0.0, 0.5, 0.5, 1)
+    assert (s.ci95_low_ms, s.ci95_high_ms) == (0.5, 0.5)
+    assert s.ci95_rel_halfwidth is None
+
+
+def test_summarize_two_samples_has_no_ci_half_width():
+    s = summarize([1.0, 3.0])
+    assert s.median_ms == 2.0
+    assert s.iqr_ms == pytest.approx(1.0)  # positions 0.25 and 0.75: 1.5 and 2.5
+    assert s.ci95_rel_halfwidth is None
+
+
+def test_summarize_empty_raises():
+    with pytest.raises(ValueError, match="no timing samples"):
+        summarize([])
