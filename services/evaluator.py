@@ -403,7 +403,10 @@ class _Evaluation:
                 for _ in range(block):
                     timed(side, keep=True)
             n = min(len(v) for v in samples.values())
-            precise = all(stats.ci_rel_halfwidth(v) <= self.s.target_ci_rel for v in samples.values())
+            precise = all(
+                stats.ci_rel_halfwidth(v) <= self.s.target_ci_rel and sum(v) >= self.s.min_timed_ms
+                for v in samples.values()
+            )
             if (n >= min_calls and (precise or time.monotonic() - t > budget)) or n >= self.s.max_timed_calls:
                 break
         seed, structure = last_cand

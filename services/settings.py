@@ -22,6 +22,10 @@ class EvalSettings(BaseSettings):
     # Timing protocol.
     warmup_ms: float = Field(100.0, ge=0, description="Warm-up per side, by time, before sampling.")
     min_timed_calls: int = Field(20, ge=3)
+    min_timed_ms: float = Field(
+        50.0, ge=0, description="Summed sample time per side before the CI may stop sampling: event timers tick in "
+        "~32 ns steps, so a few microsecond-scale samples can show a falsely narrow interval."
+    )
     max_timed_calls: int = Field(2000, ge=3)
     target_ci_rel: float = Field(0.01, gt=0, description="Stop when the median's 95% CI is within this.")
     recheck_fraction: float = Field(0.1, ge=0, le=1, description="Share of timed calls re-checked (+ last).")
@@ -44,5 +48,5 @@ class EvalSettings(BaseSettings):
     memory_limit_mb: int = Field(32768, ge=256, description="Host memory (RSS) per child process.")
     max_processes: int = Field(64, ge=1, description="Processes a child's session may hold at once.")
     max_file_mb: int = Field(1024, ge=1, description="Largest file a child may write.")
-    warm_children: int = Field(2, ge=0, description="Children kept started with torch imported.")
+    warm_children: int = Field(4, ge=0, description="Children kept started with torch imported.")
     feedback_max_chars: int = Field(4000, ge=200)
