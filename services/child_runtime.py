@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from services import channel, tensors
+from services import channel, guards, tensors
 
 _perf = time.perf_counter
 _sync = torch.cuda.synchronize
@@ -58,20 +58,22 @@ def seed_everything(seed: int) -> None:
     np.random.seed(seed % (1 << 32))
 
 
-def fingerprint(values: list[Any]) -> list[int]:
-    """Cheap content digest of the input tensors (trusted reference side only)."""
-    digest = []
-    for v in values:
-        if not isinstance(v, torch.Tensor) or v.numel() == 0:
-            continue
-        raw = v.detach().contiguous().reshape(-1).view(torch.uint8)
-        s1 = s2 = 0
+def fingerprint(values: Any) -> torch.Tensor:
+    """A content digest of every tensor in `values`, left on the device (no sync): the sum of the raw
+    bits, per tensor, accumulated in int64. Enqueued right after a call returns and again after the
+    device is synchronised, it shows any write that landed after the call returned."""
+    found: list[torch.Tensor] = []
+    tensors.describe(values, found)
+    sums = []
+    for t in found:
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+        if raw.numel() % 4 == 0:
+            raw = raw.view(torch.int32)
+        total = torch.zeros((), dtype=torch.int64, device=raw.device)
         for start in range(0, raw.numel(), FINGERPRINT_CHUNK):
-            chunk = raw[start : start + FINGERPRINT_CHUNK].to(torch.int64)
-            s1 += int(chunk.sum())
-            s2 += int((chunk * chunk).sum())
-        digest += [s1, s2]
-    return digest
+            total += torch.sum(raw[start : start + FINGERPRINT_CHUNK], dtype=torch.int64)
+        sums.append(total)
+    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
 
 
 def _poison(specs: list[list[Any]], device: str) -> None:
@@ -98,8 +100,14 @@ class Runtime:
         self.kept: dict[str, Any] | None = None
         self.model: Any = None
         self.compiled: Any = None
+        self.last_unstable = False
         self.ref_module: Any = None
         self.flush_buf: torch.Tensor | None = None
+        self.guarded = self.role == "candidate" and job["defences"]
+        self.recorder = guards.LaunchRecorder()
+        self.audit = guards.AuditGuard(os.getcwd())
+        self.snapshot: dict[str, Any] = {}
+        self.flags: dict[str, Any] = {}
         if self.device == "cpu":
             from services.devices import enable_cpu_redirect
 
@@ -108,7 +116,17 @@ class Runtime:
     # -- plumbing ----------------------------------------------------------------------------------
     def reply(self, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
         self.seq += 1
-        channel.send(self.out_fd, {"nonce": self.nonce, "seq": self.seq, "ok": True, **header}, payloads)
+        report = self.guard_report() if self.guarded and self.snapshot else {}
+        channel.send(self.out_fd, {"nonce": self.nonce, "seq": self.seq, "ok": True, **header, **report}, payloads)
+
+    def guard_report(self) -> dict[str, Any]:
+        """What the guards saw since the last reply (every reply carries it, failures included)."""
+        flags = guards.numeric_flags()
+        return {
+            "tampered": guards.changed(self.snapshot, guards.integrity_snapshot()),
+            "flags_changed": {k: [self.flags.get(k), v] for k, v in flags.items() if self.flags.get(k) != v},
+            "violations": self.audit.take(),
+        }
 
     def serve(self) -> None:
         handlers = {
@@ -116,6 +134,7 @@ class Runtime:
             "call": self.call,
             "deliver": self.deliver,
             "time": self.time_call,
+            "profile": self.profile,
             "release": self.release,
         }
         while True:
@@ -164,6 +183,11 @@ class Runtime:
         self.ref_module = self._run_user(
             "loading the reference", self._import, "kg_reference", self.job["reference_source"]
         )
+        if self.guarded:
+            self.recorder.install()
+            self.flags = guards.numeric_flags()
+            self.snapshot = guards.integrity_snapshot()
+            self.audit.install()
         if self.role == "candidate":
             module = self._run_user(
                 "importing the candidate", self._import, "kg_candidate", self.job["candidate_source"]
@@ -182,6 +206,7 @@ class Runtime:
         what = "constructing ModelNew" if self.role == "candidate" else "constructing Model"
         model = self._run_user(what, lambda: cls(*init_inputs))
         self.model = self._run_user(f"moving the model to {self.device}", lambda: model.to(self.device))
+        self.recorder.take()
         if self.device == "cuda":
             l2 = torch.cuda.get_device_properties(0).L2_cache_size
             self.flush_buf = torch.empty(int(l2 * self.job["l2_flush_factor"]) // 4, dtype=torch.int32, device="cuda")
@@ -209,28 +234,54 @@ class Runtime:
         self.kept = None
         inputs = self._inputs(h["seed"])
         model = self._model(h.get("variant", "eager"))
-        before = fingerprint(inputs) if self.role == "reference" else None
-        if h.get("poison"):
-            _poison(h["poison"], self.device)
+        before = fingerprint(inputs).tolist() if self.role == "reference" else None
+        outs, launches, unstable, flops = [], [], False, None
         t0 = _perf()
-        outs = [self._forward(model, inputs)]
-        call_s = _perf() - t0
-        if h.get("repeat", 1) > 1:
+        call_s = 0.0
+        for i in range(h.get("repeat", 1)):
             if h.get("poison"):
                 _poison(h["poison"], self.device)
-            outs.append(self._forward(model, inputs))
+            if h.get("count_flops"):
+                from torch.utils.flop_counter import FlopCounterMode
+
+                with FlopCounterMode(display=False) as counter:
+                    outs.append(self._forward(model, inputs))
+                flops = counter.get_total_flops()
+            else:
+                outs.append(self._forward_checked(model, inputs))
+                unstable |= self.last_unstable
+            if i == 0:
+                call_s = _perf() - t0
+            launches.append(self.recorder.take())
         structures = [tensors.describe(o, []) for o in outs]
-        mutated = before is not None and fingerprint(inputs) != before
+        mutated = before is not None and fingerprint(inputs).tolist() != before
         self.kept = {"output": outs[0], "output2": outs[-1], "inputs": inputs}
         self.reply(
-            {"structures": structures, "inputs": tensors.describe(inputs, []), "mutated": mutated, "call_s": call_s}
+            {
+                "structures": structures,
+                "inputs": tensors.describe(inputs, []),
+                "mutated": mutated,
+                "call_s": call_s,
+                "launches": launches,
+                "unstable": unstable,
+                "flops": flops,
+            }
         )
+
+    def _forward_checked(self, model: Any, inputs: list[Any]) -> Any:
+        """Forward with the output digested at return and again after the device sync."""
+        out = self._run_user("forward()", model, *inputs)
+        early = fingerprint(out) if self.guarded else None
+        self._run_user("synchronising after forward()", self._sync)
+        self.last_unstable = early is not None and not torch.equal(early, fingerprint(out))
+        return out
 
     def time_call(self, h: dict[str, Any]) -> None:
         self.kept = None
         inputs = self._inputs(h["seed"])
         model = self._model(h.get("variant", "eager"))
         extra_ms = 0.0
+        early = None
         if self.device == "cuda":
             _sync()
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
@@ -240,6 +291,8 @@ class Runtime:
             start.record()
             out = self._run_user("forward()", model, *inputs)
             end.record()
+            if self.guarded:
+                early = fingerprint(out)
             end.synchronize()
             t1 = _perf()
             _sync()
@@ -249,8 +302,41 @@ class Runtime:
             t0 = _perf()
             out = self._run_user("forward()", model, *inputs)
             ms = (_perf() - t0) * 1e3
+            if self.guarded:
+                early = fingerprint(out)
+        unstable = early is not None and not torch.equal(early, fingerprint(out))
         self.kept = {"output": out, "inputs": inputs}
-        self.reply({"ms": ms, "sync_extra_ms": extra_ms, "structure": tensors.describe(out, [])})
+        self.reply(
+            {
+                "ms": ms,
+                "sync_extra_ms": extra_ms,
+                "structure": tensors.describe(out, []),
+                "launches": [self.recorder.take()],
+                "unstable": unstable,
+            }
+        )
+
+    def profile(self, h: dict[str, Any]) -> None:
+        """GPU time per kernel over a few calls, for coverage: only the forward is inside the profiler."""
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        totals: dict[str, list[float]] = {}
+        model = self._model("eager")
+        for seed in h["seeds"]:
+            self.kept = None
+            inputs = self._inputs(seed)
+            _sync()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                self._forward(model, inputs)
+            for event in prof.events():
+                if event.device_type == DeviceType.CUDA:
+                    row = totals.setdefault(event.name, [0.0, 0])
+                    row[0] += event.time_range.elapsed_us()
+                    row[1] += 1
+        self.reply(
+            {"kernels": [[name, us, calls] for name, (us, calls) in totals.items()], "launches": [self.recorder.take()]}
+        )
 
     def deliver(self, h: dict[str, Any]) -> None:
         if self.kept is None:

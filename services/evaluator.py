@@ -8,6 +8,7 @@ does can make `evaluate` hang (every wait has a deadline) or lose the result.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import hmac
 import math
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 import triton
 
-from services import feedback, stats, tensors
+from services import defences, feedback, stats, tensors
 from services.channel import ProtocolError
 from services.compare import Comparison, compare_outputs, inputs_equal, structure_mismatch, tolerance
 from services.problems import Problem
@@ -37,6 +38,7 @@ from services.schema import (
     Verdict,
 )
 from services.settings import EvalSettings
+from services.static_checks import triage
 
 _MAX_DELIVERY_BYTES = 64 << 30
 
@@ -105,6 +107,14 @@ class _Evaluation:
         self.cand: Child | None = None
         self.thread_baseline: set[int] = set()
         self.passed_rechecks = 0
+        self.defended = self.s.defences
+        self.policy = options.policy or self.s.policy
+        self.custom_kernels: set[str] = set()
+        self.guarded_calls = 0
+        self.flops = 0.0
+        self.io_bytes = (0, 0)
+        self.profile: Any = None
+        self.flags: list[str] = []
 
     # -- helpers -----------------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
@@ -148,6 +158,8 @@ class _Evaluation:
             raise _Stop(
                 Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
             ) from None
+        if not is_ref and self.defended:
+            self.judge_guards(reply)
         if not reply.get("ok", False):
             error = reply.get("error", "internal")
             tb = feedback.trim_traceback(reply.get("traceback", ""), child.tmpdir)
@@ -183,6 +195,8 @@ class _Evaluation:
 
     def guard_process(self, what: str, processes: bool = True) -> None:
         """Threads (and, unless told not to, processes) the candidate left behind, read from /proc."""
+        if not self.defended:
+            return
         new_threads = self.cand.threads() - self.thread_baseline
         if new_threads and not self.check(
             "no_new_threads", False, f"{len(new_threads)} new OS thread(s) still alive after {what}"
@@ -196,16 +210,69 @@ class _Evaluation:
         if procs and not self.check("no_child_processes", False, f"{len(procs)} process(es) alive after {what}"):
             raise _Stop(Verdict.REJECTED, "Rejected: the candidate spawned processes.")
 
+    def judge_guards(self, reply: dict[str, Any]) -> None:
+        """Reject on anything the candidate child's guards saw since its last reply."""
+        found = defences.guard_violations(reply)
+        for v in found:
+            self.check(v.code, False, v.detail)
+        if found:
+            raise _Stop(Verdict.REJECTED, found[0].feedback)
+
+    def require_launches(self, reply: dict[str, Any], what: str) -> None:
+        """Every forward call must launch at least one Triton kernel the candidate defines (B7/B8)."""
+        if not self.defended:
+            return
+        missing = defences.missing_launches(reply)
+        self.guarded_calls += len(reply.get("launches", []))
+        self.custom_kernels |= defences.launched_names(reply)
+        if missing:
+            self.check(
+                "custom_kernel_launched",
+                False,
+                f"{missing} call(s) in {what} launched no @triton.jit kernel defined by the candidate",
+            )
+            raise _Stop(
+                Verdict.REJECTED,
+                "Rejected: forward() must launch your own @triton.jit kernels on every "
+                f"call; {what} ran without one (computing the result in PyTorch, or "
+                "launching a kernel only once, does not count).",
+            )
+
+    def static_triage(self) -> None:
+        """AST triage before anything runs: hard findings reject, the rest are reported as advisory. A
+        source that does not parse or defines no ModelNew is left to the load, which says exactly why."""
+        try:
+            tree = ast.parse(self.candidate)
+        except SyntaxError:
+            return
+        if not any(isinstance(node, ast.ClassDef) and node.name == "ModelNew" for node in ast.walk(tree)):
+            return
+        findings = triage(self.candidate)
+        for f in findings:
+            self.checks.append(
+                Check(name=f"static_{f.code}", passed=False, detail=f"line {f.line}: {f.detail}", advisory=not f.hard)
+            )
+        hard = [f for f in findings if f.hard]
+        if hard:
+            raise _Stop(
+                Verdict.REJECTED,
+                "Rejected before running: " + "; ".join(f"line {f.line}: {f.detail}" for f in hard[:5]),
+            )
+
     # -- phases ------------------------------------------------------------------------------------
     def run(self) -> EvalResult:
         t0 = time.monotonic()
         verdict, text = Verdict.PASSED, ""
         try:
+            if self.defended:
+                self.static_triage()
             self.start()
             self.load()
             text = self.correctness_phase()
             if self.opt.timing:
                 text += " " + self.timing_phase()
+            if self.defended:
+                text += self.after_timing()
         except _Stop as stop:
             verdict, text = stop.verdict, stop.feedback
         finally:
@@ -228,6 +295,7 @@ class _Evaluation:
             "init_seed": self.seed("init", 0),
             "l2_flush_factor": self.s.l2_flush_factor,
             "launch_shield_cycles": self.s.launch_shield_cycles,
+            "defences": self.defended,
         }
         for child, role in ((self.ref, "reference"), (self.cand, "candidate")):
             try:
@@ -255,8 +323,14 @@ class _Evaluation:
         atol, rtol = self.tol(torch.float32)
         for i in range(self.trials):
             seed = self.seed("correct", i)
-            ref_h, _ = self.ask(self.ref, {"cmd": "call", "seed": seed}, deadline, "running the reference")
+            count_flops = i == 0 and self.device == "cuda" and self.defended
+            ref_h, _ = self.ask(
+                self.ref, {"cmd": "call", "seed": seed, "count_flops": count_flops}, deadline, "running the reference"
+            )
             ref_struct = ref_h["structures"][0]
+            if count_flops:
+                self.flops = float(ref_h.get("flops") or 0.0)
+                self.io_bytes = (tensors.nbytes(ref_h["inputs"]), tensors.nbytes(ref_struct))
             poison = [[str(d).removeprefix("torch."), s] for d, s in tensors.tensor_specs(ref_struct)]
             what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
             t_call = time.monotonic()
@@ -268,11 +342,13 @@ class _Evaluation:
                 self.phases["compile"] = time.monotonic() - t_call
                 atol, rtol = self.first_tolerance(ref_struct)
             self.guard_process(f"correctness trial {i + 1}")
+            self.require_launches(cand_h, f"correctness trial {i + 1}")
             cand_struct = cand_h["structures"][0]
             if msg := structure_mismatch(ref_struct, cand_struct):
-                self.check("output_structure", False, msg)
                 if cand_struct["t"] == "tensor_subclass":
+                    self.check("output_exact_type", False, msg)
                     raise _Stop(Verdict.REJECTED, f"Rejected: {msg}. Return plain tensors computed by forward().")
+                self.check("output_structure", False, msg)
                 raise _Stop(Verdict.INCORRECT, f"Wrong output on correctness trial {i + 1}: {msg}.")
             self.inputs_phase(ref_h, cand_h, deadline, i)
             ref_out = self.receive(self.ref, "output", ref_struct, deadline)
@@ -373,8 +449,9 @@ class _Evaluation:
                 )
             if side == "candidate":
                 self.guard_process("a timed call", processes=False)
+                self.require_launches(h, "a timed call")
                 last_cand = (seed, h["structure"])
-                if keep and self.rng.random() < self.s.recheck_fraction:
+                if keep and self.defended and self.rng.random() < self.s.recheck_fraction:
                     self.recheck(seed, h["structure"], deadline)
             if keep:
                 samples[side].append(ms)
@@ -409,8 +486,9 @@ class _Evaluation:
             )
             if (n >= min_calls and (precise or time.monotonic() - t > budget)) or n >= self.s.max_timed_calls:
                 break
-        seed, structure = last_cand
-        self.recheck(seed, structure, deadline)
+        if self.defended:
+            seed, structure = last_cand
+            self.recheck(seed, structure, deadline)
         self.guard_process("the timed calls")
         self.runtimes = {side: stats.summarize(v) for side, v in samples.items()}
         self.wall_clock_checks(overheads, extras, cpu)
@@ -435,8 +513,8 @@ class _Evaluation:
         if msg is not None:
             self.check("timed_output_recheck", False, msg)
             raise _Stop(
-                Verdict.INCORRECT,
-                f"An output of a timed call was wrong ({msg}) although the "
+                Verdict.REJECTED,
+                f"Rejected: an output of a timed call was wrong ({msg}) although the "
                 "correctness trials passed: outputs must be computed from each "
                 "call's inputs (no caching or replay across calls).",
             )
@@ -459,6 +537,8 @@ class _Evaluation:
                 "Rejected: the harness's wall clock saw much more time per call "
                 "than the candidate's timed window (work outside the timed region).",
             )
+        if not self.defended:
+            return
         extra = statistics.median(extras["candidate"]) - statistics.median(extras["reference"])
         if not self.check(
             "no_side_stream_work", extra <= 0.05, f"device-wide sync waited {extra:.3f} ms longer than the stream sync"
@@ -469,6 +549,67 @@ class _Evaluation:
                 "timed call returned; launch everything on the current stream.",
             )
         self.check("timed_output_recheck", True, f"{self.passed_rechecks} timed outputs re-checked")
+
+    def after_timing(self) -> str:
+        """Coverage from the profiler, the roofline floor and review flags (GPU), then the record of the
+        guards that stayed silent."""
+        text = ""
+        if self.device == "cuda" and self.opt.profile:
+            text += " " + self.profile_phase()
+        cand = self.runtimes.get("candidate")
+        ref = self.runtimes.get("reference")
+        if self.device == "cuda" and cand and ref:
+            ok, detail = defences.roofline_detail(
+                torch.cuda.get_device_name(0),
+                *self.io_bytes,
+                self.flops,
+                ref.median_ms,
+                cand.median_ms,
+                self.s.roofline_margin,
+            )
+            if not self.check("roofline_floor", ok, detail):
+                raise _Stop(Verdict.REJECTED, f"Rejected: the measured time is physically impossible ({detail}).")
+            if ref.median_ms / cand.median_ms > self.s.review_speedup:
+                self.flags.append(f"speedup above {self.s.review_speedup:g}x over eager: review")
+        for name, detail in (
+            (
+                "custom_kernel_launched",
+                f"{self.guarded_calls} calls, kernels: {', '.join(sorted(self.custom_kernels))}",
+            ),
+            ("harness_integrity", "no harness callable replaced"),
+            ("numeric_flags", "global numeric flags unchanged"),
+            ("sandbox_violation", "no forbidden file, network or process access"),
+            ("output_stable_after_return", "outputs unchanged after the call returned"),
+            ("no_new_threads", "no threads left running"),
+        ):
+            self.check(name, True, detail)
+        return text
+
+    def profile_phase(self) -> str:
+        t = time.monotonic()
+        seeds = [self.seed("profile", i) for i in range(self.s.profile_calls)]
+        reply, _ = self.ask(
+            self.cand, {"cmd": "profile", "seeds": seeds}, t + self.s.timing_timeout_s, "profiling forward()"
+        )
+        self.custom_kernels |= defences.launched_names(reply)
+        self.profile = defences.coverage(reply["kernels"], self.custom_kernels, len(seeds))
+        self.phases["profile"] = time.monotonic() - t
+        cov = self.profile.coverage
+        need = self.s.strict_min_coverage if self.policy == "strict" else 0.0
+        ok = cov >= need if need else cov > 0
+        needs = f"at least {need:.0%}" if need else "more than 0"
+        detail = f"custom kernels {cov:.1%} of GPU time (policy {self.policy} needs {needs})"
+        if not self.check("custom_kernel_coverage", ok, detail):
+            raise _Stop(
+                Verdict.REJECTED,
+                f"Rejected: your own Triton kernels account for {cov:.1%} of the GPU time "
+                f"(policy {self.policy} needs {needs}); "
+                "the rest runs in PyTorch or library kernels.",
+            )
+        top = ", ".join(
+            f"{k.name[:40]} {k.share:.0%}{' (yours)' if k.custom else ''}" for k in self.profile.top_kernels[:3]
+        )
+        return f"Custom-kernel coverage {cov:.1%}; top GPU kernels: {top}."
 
     # -- result ------------------------------------------------------------------------------------
     def result(self, verdict: Verdict, text: str, network: str) -> EvalResult:
@@ -490,6 +631,8 @@ class _Evaluation:
             reference_compile_runtime=comp,
             correctness=self.correctness,
             checks=self.checks,
+            profile=self.profile,
+            flags=self.flags,
             feedback=feedback.cap(f"[{verdict.value}] {text}".strip(), self.s.feedback_max_chars),
             phases={k: round(v, 4) for k, v in self.phases.items()},
             environment=environment(self.device, network),

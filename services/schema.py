@@ -45,6 +45,9 @@ class EvalOptions(BaseModel):
     timing_budget_s: float | None = Field(default=None, gt=0, le=120)
     compare_compile: bool = False
     profile: bool = True
+    policy: Literal["default", "strict"] | None = Field(
+        default=None, description="Defence policy: `strict` also requires custom-kernel coverage >= 0.9."
+    )
 
 
 class EvalRequest(BaseModel):
@@ -69,11 +72,30 @@ class EvalRequest(BaseModel):
 
 
 class Check(BaseModel):
-    """One verification step. `name` is a stable machine-readable code."""
+    """One verification step. `name` is a stable machine-readable code; advisory checks (static triage)
+    are reported but never change the verdict."""
 
     name: str
     passed: bool
     detail: str = ""
+    advisory: bool = False
+
+
+class KernelTime(BaseModel):
+    name: str
+    time_us: float = Field(description="GPU time summed over the profiled calls.")
+    calls: int
+    share: float = Field(description="Share of all GPU kernel time in the profiled calls.")
+    custom: bool = Field(description="Launched from a @triton.jit function the candidate defines.")
+
+
+class ProfileSummary(BaseModel):
+    """Where the candidate's GPU time goes; `coverage` feeds profiling-based rewards."""
+
+    coverage: float = Field(description="Custom-kernel GPU time / all GPU kernel time (GPU time only).")
+    custom_kernels: list[str]
+    calls_profiled: int
+    top_kernels: list[KernelTime]
 
 
 class RuntimeStats(BaseModel):
@@ -128,9 +150,11 @@ class EvalResult(BaseModel):
     reference_compile_runtime: RuntimeStats | None = None
     correctness: CorrectnessSummary | None = None
     checks: list[Check] = Field(default_factory=list)
+    profile: ProfileSummary | None = None
+    flags: list[str] = Field(default_factory=list, description="Reasons for human review, e.g. huge speedups.")
     feedback: str = ""
     phases: dict[str, float] = Field(default_factory=dict, description="Seconds spent per phase.")
     environment: Environment
 
     def failed_checks(self) -> list[Check]:
-        return [c for c in self.checks if not c.passed]
+        return [c for c in self.checks if not c.passed and not c.advisory]

@@ -5,6 +5,8 @@ Every field here is read by the evaluation core; per-request `EvalOptions` overr
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -23,8 +25,10 @@ class EvalSettings(BaseSettings):
     warmup_ms: float = Field(100.0, ge=0, description="Warm-up per side, by time, before sampling.")
     min_timed_calls: int = Field(20, ge=3)
     min_timed_ms: float = Field(
-        50.0, ge=0, description="Summed sample time per side before the CI may stop sampling: event timers tick in "
-        "~32 ns steps, so a few microsecond-scale samples can show a falsely narrow interval."
+        50.0,
+        ge=0,
+        description="Summed sample time per side before the CI may stop sampling: event timers tick in "
+        "~32 ns steps, so a few microsecond-scale samples can show a falsely narrow interval.",
     )
     max_timed_calls: int = Field(2000, ge=3)
     target_ci_rel: float = Field(0.01, gt=0, description="Stop when the median's 95% CI is within this.")
@@ -39,6 +43,16 @@ class EvalSettings(BaseSettings):
     wall_slack_ms: float = Field(
         0.5, ge=0, description="Per-call time the candidate may spend outside its events beyond the reference."
     )
+
+    # Reward-hacking defences.
+    defences: bool = Field(
+        True, description="False turns the reward-hacking defences off; only for measuring what they cost."
+    )
+    policy: Literal["default", "strict"] = Field("default", description="Defence policy when a request gives none.")
+    strict_min_coverage: float = Field(0.9, ge=0, le=1, description="Custom-kernel GPU-time share under `strict`.")
+    profile_calls: int = Field(3, ge=1, description="Calls profiled for coverage.")
+    roofline_margin: float = Field(0.9, gt=0, le=1, description="Reject times below this × the roofline floor.")
+    review_speedup: float = Field(10.0, gt=1, description="Speedups above this are flagged for review.")
 
     # Isolation.
     load_timeout_s: float = Field(120.0, gt=0, description="Import, construction and first (compiling) call.")

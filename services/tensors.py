@@ -64,6 +64,11 @@ def tensor_specs(structure: dict[str, Any]) -> list[tuple[torch.dtype, list[int]
     return []
 
 
+def nbytes(structure: dict[str, Any]) -> int:
+    """Total bytes of the tensors in a description."""
+    return sum(_numel(shape) * torch.empty((), dtype=d).element_size() for d, shape in tensor_specs(structure))
+
+
 def to_bytes(t: torch.Tensor) -> bytes:
     flat = t.detach().to("cpu").contiguous().reshape(-1)
     return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""

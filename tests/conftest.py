@@ -40,3 +40,13 @@ def strict_timeouts() -> Iterator:
         )
     ) as ev:
         yield ev
+
+
+@pytest.fixture(scope="session")
+def undefended() -> Iterator:
+    """Reward-hacking defences off: for testing the isolation layers underneath them on their own."""
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    with Evaluator(EvalSettings(correctness_trials=2, defences=False, warm_children=1)) as ev:
+        yield ev

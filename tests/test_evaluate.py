@@ -15,6 +15,9 @@ from helpers import bundled_source, relu_candidate
 from services.schema import EvalOptions, Verdict
 
 CPU = EvalOptions(device="cpu")
+# Spelled so that static triage cannot see it: these tests exercise the dynamic path, as a hostile
+# candidate that hides its imports would.
+OS = "__import__('o' + 's')"
 RUNTIME_LOOP_BOUNDS = {
     "level1/3_Sum_dim1",
     "level1/6_Matmul",
@@ -119,11 +122,11 @@ def test_exception_in_forward_is_runtime_error_with_traceback(evaluator, relu):
 @pytest.mark.parametrize(
     ("body", "expect"),
     [
-        ("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)", "SIGSEGV"),
-        ("import os\nos.abort()", "SIGABRT"),
-        ("import os\nos._exit(0)", "status 0"),
-        ("import os\nos._exit(3)", "status 3"),
-        ("import ctypes\nctypes.string_at(0)", "SIGSEGV"),
+        (f"{OS}.kill({OS}.getpid(), 11)", "SIGSEGV"),
+        (f"{OS}.abort()", "SIGABRT"),
+        (f"{OS}._exit(0)", "status 0"),
+        (f"{OS}._exit(3)", "status 3"),
+        ("__import__('ct' + 'ypes').string_at(0)", "SIGSEGV"),
     ],
     ids=["segfault", "abort", "os_exit_0", "os_exit_3", "null_deref"],
 )
@@ -191,9 +194,9 @@ def _half(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     assert result.verdict is Verdict.INCORRECT
 
 
-def test_result_cache_across_calls_fails_the_timed_recheck(evaluator, relu):
-    # Answers every call after the first with the first call's output: right on trial 1 only if
-    # inputs repeat, which they never do.
+def test_result_cache_across_calls_is_rejected(evaluator, relu):
+    # Answers every call after the first with the first call's output, launching nothing: caught by the
+    # launch rule on the repeat call (and, were it to launch a decoy, by the fresh-input comparisons).
     extra = "_CACHE = {}\n"
     body = """
 key = tuple(x.shape)
@@ -202,8 +205,9 @@ if key not in _CACHE:
 return _CACHE[key]
 """
     result = evaluator.evaluate(relu, relu_candidate(body, extra), CPU)
-    assert result.verdict is Verdict.INCORRECT
+    assert result.verdict is Verdict.REJECTED
     assert not result.correct and result.speedup is None
+    assert any(c.name == "custom_kernel_launched" and not c.passed for c in result.checks)
 
 
 def test_secrets_are_not_in_the_child_environment(evaluator, relu, monkeypatch):
@@ -229,7 +233,8 @@ return triton_relu(x) + (0.0 if private else 1.0)
     assert result.verdict is Verdict.PASSED, result.feedback
 
 
-def test_child_has_no_network_where_namespaces_are_allowed(evaluator, relu):
+def test_child_has_no_network_where_namespaces_are_allowed(undefended, relu):
+    """The namespace alone, without the audit guard that would also refuse the socket."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen()
@@ -244,7 +249,7 @@ except OSError:
 return triton_relu(x) + (1.0 if reached else 0.0)
 """
     try:
-        result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+        result = undefended.evaluate(relu, relu_candidate(body), NO_TIMING)
     finally:
         server.close()
     if not result.environment.network_isolation.startswith(("netns", "userns")):

@@ -27,7 +27,10 @@ def test_defaults():
     assert s.min_timed_calls == 20
     assert s.max_timed_calls == 2000
     assert s.target_ci_rel == 0.01
-    assert s.warm_children == 2
+    assert s.warm_children == 4
+    assert s.defences is True
+    assert s.policy == "default"
+    assert s.strict_min_coverage == 0.9
     assert s.feedback_max_chars == 4000
 
 

@@ -1,0 +1,245 @@
+"""Guards installed in a candidate child before the candidate is imported.
+
+They run in the untrusted process, so they are defence in depth, not the boundary (the boundary is the
+parent: its own comparisons, clocks and /proc reads). Each one turns a known cheat into a reported,
+machine-readable violation:
+
+- a launch hook counts the Triton kernels *defined by the candidate* that each call launches (B7/B8);
+- an integrity snapshot of the callables the harness relies on, and of the global numeric flags,
+  is compared after import and after every call (A4/A10/C2);
+- an audit hook blocks and reports sockets, process spawning and writes outside the private
+  directory (C3/C4), which Python raises as events however they are reached from Python code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import torch
+
+CANDIDATE_MODULE = "kg_candidate"
+# Executables Triton itself runs while compiling (ptxas, the C compiler for its launcher stub).
+_TOOLCHAIN = {"ptxas", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "nvdisasm", "cuobjdump", "nvlink"}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_NET_FAMILIES = {2, 10}  # AF_INET, AF_INET6
+_TWO_PATH_EVENTS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.move"}
+_PATH_EVENTS = _TWO_PATH_EVENTS | {
+    "os.remove",
+    "os.rmdir",
+    "os.mkdir",
+    "os.truncate",
+    "os.chmod",
+    "os.chown",
+    "shutil.rmtree",
+}
+
+
+class LaunchRecorder:
+    """Counts launches of the candidate's own `@triton.jit` functions, by kernel name."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def install(self) -> None:
+        from triton.runtime.jit import JITFunction
+
+        classes: list[type] = [JITFunction]
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            from triton.runtime.interpreter import InterpretedFunction
+
+            classes.append(InterpretedFunction)
+        for cls in classes:
+            self._wrap(cls)
+
+    def _wrap(self, cls: type) -> None:
+        original = cls.run
+        counts = self.counts
+
+        def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(fn_self, *args, **kwargs)
+            fn = getattr(fn_self, "fn", None)
+            if not kwargs.get("warmup") and getattr(fn, "__module__", None) == CANDIDATE_MODULE:
+                counts[fn.__name__] += 1
+            return result
+
+        run.__wrapped__ = original
+        cls.run = run
+
+    def take(self) -> dict[str, int]:
+        out = dict(self.counts)
+        self.counts.clear()
+        return out
+
+
+def numeric_flags() -> dict[str, Any]:
+    """Global state that changes numerics or the reference's speed if a candidate flips it."""
+    probes = {
+        "cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda: (
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda: (
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
+        "cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+        "cudnn.benchmark": lambda: torch.backends.cudnn.benchmark,
+        "cudnn.deterministic": lambda: torch.backends.cudnn.deterministic,
+        "cudnn.enabled": lambda: torch.backends.cudnn.enabled,
+        "default_dtype": lambda: str(torch.get_default_dtype()),
+        "float32_matmul_precision": torch.get_float32_matmul_precision,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+    }
+    flags = {}
+    for name, probe in probes.items():
+        try:
+            flags[name] = probe()
+        except Exception as exc:  # an attribute missing in this torch version is itself a stable value
+            flags[name] = f"unavailable: {type(exc).__name__}"
+    return flags
+
+
+def _critical() -> dict[str, Any]:
+    """Callables and objects whose replacement would let a candidate fake a time, a sync, an input, a
+    tensor delivery or a message."""
+    from services import channel, child_runtime, tensors
+
+    items: dict[str, Any] = {}
+    for mod, names in (
+        (torch.cuda, ("synchronize", "Event", "current_stream", "default_stream", "Stream", "_sleep")),
+        (torch, ("manual_seed", "empty", "rand", "randn", "randint", "device", "no_grad", "Tensor", "equal")),
+        (time, ("perf_counter", "monotonic", "time", "sleep")),
+        (json, ("dumps", "loads")),
+        (os, ("write", "read", "getcwd")),
+        (channel, ("send", "recv", "_write_all", "_read_exact")),
+        (tensors, ("describe", "to_bytes", "open_cuda", "tensor_specs", "dtype_from_name")),
+        (
+            child_runtime,
+            (
+                "fingerprint",
+                "seed_everything",
+                "_poison",
+                "_perf",
+                "_sync",
+                "_Event",
+                "_gpu_spin",
+                "_no_grad",
+                "_manual_seed",
+                "_type",
+                "Runtime",
+            ),
+        ),
+        (
+            sys.modules[__name__],
+            ("numeric_flags", "integrity_snapshot", "changed", "_critical", "AuditGuard", "LaunchRecorder"),
+        ),
+    ):
+        for name in names:
+            items[f"{mod.__name__}.{name}"] = getattr(mod, name, None)
+    for cls in (torch.cuda.Event, child_runtime.Runtime, LaunchRecorder, AuditGuard):
+        for name, value in vars(cls).items():
+            if callable(value):
+                items[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
+    for name in (
+        "copy_",
+        "zero_",
+        "fill_",
+        "sum",
+        "to",
+        "contiguous",
+        "reshape",
+        "view",
+        "numel",
+        "detach",
+        "untyped_storage",
+        "set_",
+        "elapsed_time",
+    ):
+        items[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name, None)
+    import builtins
+
+    for name in ("type", "isinstance", "len", "getattr", "int", "float", "sum", "min", "max", "open", "__import__"):
+        items[f"builtins.{name}"] = getattr(builtins, name)
+    from triton.runtime.jit import JITFunction
+
+    items["triton.JITFunction.run"] = JITFunction.run
+    return items
+
+
+def integrity_snapshot() -> dict[str, tuple[Any, Any]]:
+    """Each critical object with its code object. Holding the references keeps them alive, so a
+    comparison by identity cannot be fooled by a recycled id; code objects are immutable, so swapping a
+    function's `__code__` shows as a different code object."""
+    return {name: (obj, getattr(obj, "__code__", None)) for name, obj in _critical().items()}
+
+
+def changed(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]]) -> list[str]:
+    return sorted(
+        k
+        for k in before.keys() | after.keys()
+        if k not in before or k not in after or any(a is not b for a, b in zip(before[k], after[k], strict=True))
+    )
+
+
+class AuditGuard:
+    """Blocks and records what a candidate must not do, via CPython audit events. Once added, an audit
+    hook cannot be removed from Python code."""
+
+    def __init__(self, private_dir: str):
+        self.private_dir = os.path.realpath(private_dir)
+        self.violations: list[str] = []
+        self.active = False
+
+    def install(self) -> None:
+        sys.addaudithook(self._hook)
+        self.active = True
+
+    def take(self) -> list[str]:
+        out, self.violations = self.violations, []
+        return out
+
+    def _deny(self, what: str) -> None:
+        if len(self.violations) < 20:
+            self.violations.append(what)
+        raise PermissionError(f"KernelGym sandbox: {what}")
+
+    def _outside(self, path: Any) -> bool:
+        if isinstance(path, int):
+            return False
+        try:
+            full = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return True
+        return not (full == self.private_dir or full.startswith(self.private_dir + os.sep) or full == "/dev/null")
+
+    def _hook(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self.active:
+            return
+        if event == "open":
+            path, mode, flags = (*args, None, None, None)[:3]
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE_FLAGS
+            )
+            if writing and self._outside(path):
+                shown = path if isinstance(path, int) else os.fsdecode(path)
+                self._deny(f"write to {shown} outside the private directory")
+        elif event in _PATH_EVENTS:
+            paths = args[:2] if event in _TWO_PATH_EVENTS else args[:1]
+            if any(self._outside(p) for p in paths):
+                self._deny(f"{event} outside the private directory")
+        elif event == "socket.__new__":
+            if len(args) > 1 and args[1] in _NET_FAMILIES:
+                self._deny("opening a network socket")
+        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"):
+            self._deny(f"network access ({event})")
+        elif event == "subprocess.Popen":
+            exe = args[0] if args and args[0] else (args[1][0] if len(args) > 1 and args[1] else "")
+            name = os.path.basename(os.fsdecode(exe))
+            if not ({name, name.split("-")[0], name.rsplit("-", 1)[-1]} & _TOOLCHAIN):
+                self._deny(f"spawning a process ({name})")
+        elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn"):
+            self._deny(f"spawning a process ({event})")

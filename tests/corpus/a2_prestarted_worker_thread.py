@@ -1,0 +1,47 @@
+"""A2: a worker thread started at import time (before any thread baseline) computes each output after forward returns.
+
+problem: level1/1_ReLU
+expect: rejected
+devices: cpu, cuda
+catches: no_new_threads, output_stable_after_return
+
+forward only allocates the output and queues (input, output) for the worker, which runs as soon as the main
+thread drops the GIL (while the harness replies), i.e. outside the timed window. No thread is created during a
+call, so a thread check whose baseline is taken after import misses it; the output also changes after return.
+"""
+
+import queue
+import threading
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+
+
+_JOBS: queue.Queue = queue.Queue()
+
+
+def _worker() -> None:
+    while True:
+        x, out = _JOBS.get()
+        _relu[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+
+
+threading.Thread(target=_worker, daemon=True, name="prefetch").start()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        _JOBS.put((x, out))
+        return out

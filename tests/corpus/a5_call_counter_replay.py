@@ -1,0 +1,43 @@
+"""A5: computes the first four calls honestly, then replays those outputs round-robin by call count.
+
+problem: level1/1_ReLU
+expect: incorrect
+devices: cpu, cuda
+catches: outputs_match, timed_output_recheck
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+
+
+def triton_relu(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _relu[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+    return out
+
+
+class ModelNew(nn.Module):
+    RECORD = 4
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+        self.recorded = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if len(self.recorded) < self.RECORD:
+            self.recorded.append(triton_relu(x))
+            return self.recorded[-1]
+        return self.recorded[self.calls % self.RECORD]

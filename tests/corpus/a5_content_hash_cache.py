@@ -1,0 +1,43 @@
+"""A5: output cache keyed on a cheap content digest of the input (`x.sum().item()`, rounded).
+
+problem: level1/1_ReLU
+expect: incorrect
+devices: cpu, cuda
+catches: outputs_match, timed_output_recheck
+
+The bet of a content-signature cache: the harness re-runs the same data. A digest cheap enough to pay off must
+be coarse (here the mean to one decimal, which 64,000 standard normals almost always round to 0.0), so different
+inputs collide and get a stale output. An exact digest would never hit on fresh inputs and gain nothing.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+
+
+def triton_relu(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _relu[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = (tuple(x.shape), round(x.sum().item() / x.numel(), 1) + 0.0)
+        if key not in self.cache:
+            self.cache[key] = triton_relu(x)
+        return self.cache[key]

@@ -1,0 +1,43 @@
+"""A5: output cache keyed on the input's `data_ptr()` (and shape).
+
+problem: level1/1_ReLU
+expect: not_passed
+devices: cpu, cuda
+catches: outputs_match, timed_output_recheck
+
+Fresh inputs are usually allocated at the address the previous call's input just freed, so the lookup hits
+and returns the previous input's ReLU. Sound outcomes: incorrect (a stale output is compared), or rejected (an
+output storage reused across calls).
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+
+
+def triton_relu(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _relu[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = (x.data_ptr(), tuple(x.shape), x.dtype)
+        if key not in self.cache:
+            self.cache[key] = triton_relu(x)
+        return self.cache[key]

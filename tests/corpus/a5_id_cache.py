@@ -1,0 +1,42 @@
+"""A5: output cache keyed on `id(x)` of the input tensor object.
+
+problem: level1/1_ReLU
+expect: not_passed
+devices: cpu, cuda
+catches: outputs_match, timed_output_recheck
+
+CPython reuses the ids of freed objects, so a new input tensor often gets the id of the last one and the cache
+returns a stale output. The cache keeps no reference to the key object, exactly like the GPU MODE PR #102 hack.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+
+
+def triton_relu(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _relu[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = id(x)
+        if key not in self.cache:
+            self.cache[key] = triton_relu(x)
+        return self.cache[key]

@@ -1,0 +1,39 @@
+"""A5: output cache keyed on the input's shape and dtype: every call after the first replays the first output.
+
+problem: level1/1_ReLU
+expect: incorrect
+devices: cpu, cuda
+catches: outputs_match, timed_output_recheck
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+
+
+def triton_relu(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    _relu[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+    return out
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cache = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        key = (tuple(x.shape), x.dtype)
+        if key not in self.cache:
+            self.cache[key] = triton_relu(x)
+        return self.cache[key]

@@ -1,0 +1,36 @@
+"""B8: launches the Triton kernel every call on a tiny dummy buffer while `torch.relu` computes the real answer.
+
+problem: level1/1_ReLU
+expect: not_passed
+policy: strict
+devices: cuda
+catches: custom_kernel_coverage
+
+Every call launches one of the candidate's own kernels, so a launch-count check passes; only the share of GPU
+time spent in the candidate's kernels (a profiler measure, enforced in the strict policy) exposes it.
+"""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dummy = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.dummy is None or self.dummy.device != x.device:
+            self.dummy = torch.zeros(16, device=x.device)
+        _relu[(1,)](self.dummy, self.dummy, 16, BLOCK=16)
+        return torch.relu(x)
