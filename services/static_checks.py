@@ -515,11 +515,9 @@ class _Triage:
         if node.level:
             return
         module = node.module or ""
-        before = len(self.found)
         self._check_module(node, module)
-        if len(self.found) == before:
-            for a in node.names:
-                self._check_module(node, f"{module}.{a.name}")
+        for a in node.names:  # `from os import system`, `from concurrent import futures`
+            self._check_module(node, f"{module}.{a.name}")
 
     # -- calls ----------------------------------------------------------------------------------
 
@@ -648,7 +646,7 @@ class _Triage:
 
     def _check_qualname(self, node: ast.AST, q: str) -> None:
         if q in _PROCESS_NAMES or q.startswith(_PROCESS_PREFIXES):
-            self.add("process_spawn", node, f"{q} spawns, signals or ends processes; remove it.")
+            self.add("process_spawn", node, f"{q} starts, signals or ends processes (or hooks exit); remove it.")
         elif q in _SIDE_STREAM:
             self.add("side_stream", node, f"{q}: launch on the current stream so the timer sees the work.")
         elif q in _CUDA_GRAPH:
