@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: rejected
 devices: cpu, cuda
-catches: numeric_flags
+catches: numeric_flags, static_numeric_flag_change
 
 Global backend flags outlive the candidate's call and change how any later cuDNN work (a reference convolution,
 say) is chosen and rounded. Any change must be rejected, not only the ones that help this problem.

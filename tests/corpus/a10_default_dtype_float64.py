@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: rejected
 devices: cpu, cuda
-catches: numeric_flags
+catches: numeric_flags, static_numeric_flag_change
 
 A changed default dtype silently changes every tensor the process creates afterwards (inputs drawn with
 `torch.randn`, a reference computed in-process). The flag change itself must be rejected.

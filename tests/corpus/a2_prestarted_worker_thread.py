@@ -1,13 +1,16 @@
 """A2: a worker thread started at import time (before any thread baseline) computes each output after forward returns.
 
 problem: level1/1_ReLU
-expect: rejected
+expect: not_passed
 devices: cpu, cuda
 catches: no_new_threads, output_stable_after_return
 
 forward only allocates the output and queues (input, output) for the worker, which runs as soon as the main
 thread drops the GIL (while the harness replies), i.e. outside the timed window. No thread is created during a
 call, so a thread check whose baseline is taken after import misses it; the output also changes after return.
+Sound outcomes: rejected (the thread or the late write is seen) or incorrect (the output is read before the
+worker has written it); it passes only if the worker always wins the race and nothing looks.
+forward also launches its kernel with nothing to do, so a per-call launch check is satisfied.
 """
 
 import queue
@@ -43,5 +46,6 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         out = torch.empty_like(x)
+        _relu[(1,)](x, out, 0, BLOCK=4096)  # a launch inside the call, with nothing to do
         _JOBS.put((x, out))
         return out

@@ -9,6 +9,7 @@ catches: output_exact_type, output_stable_after_return
 that calls a method bound to the returned object (e.g. `t.detach().to("cpu")` or `t.reshape(...)` to deliver it)
 runs the real kernel outside the timed window. Sound outcomes: rejected (instance overrides found), or incorrect
 (the harness reads the raw, never-written storage).
+forward also launches its kernel with nothing to do, so a per-call launch check is satisfied.
 """
 
 import torch
@@ -53,4 +54,6 @@ def _lazy(x: torch.Tensor) -> torch.Tensor:
 
 class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _lazy(x.contiguous())
+        x = x.contiguous()
+        _relu[(1,)](x, x, 0, BLOCK=4096)  # a launch inside the call, with nothing to do
+        return _lazy(x)

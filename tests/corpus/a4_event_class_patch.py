@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: rejected
 devices: cuda
-catches: harness_integrity
+catches: harness_integrity, static_timer_patch
 
 Aimed at harnesses that look `torch.cuda.Event` up at call time. Even where the harness bound the real class
 earlier (so the fake never runs), the swap itself is tampering and must be rejected. The ReLU is honest.

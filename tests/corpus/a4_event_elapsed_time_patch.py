@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: rejected
 devices: cuda
-catches: harness_integrity, timing_wall_clock
+catches: harness_integrity, timing_wall_clock, static_timer_patch
 
 The harness binds `torch.cuda.Event` before the candidate is imported, but a class attribute patch reaches every
 instance of that class, the harness's too. The kernel itself is an honest ReLU.

@@ -8,6 +8,7 @@ catches: harness_integrity
 forward returns an unwritten buffer and queues the work; the patched `describe`, which the harness calls on the
 output after the timed window closes (and again before delivering it), launches the real Triton kernel first.
 The delivered output is right, the timed window holds only an allocation.
+forward also launches its kernel with nothing to do, so a per-call launch check is satisfied.
 """
 
 import importlib
@@ -50,5 +51,6 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         out = torch.empty_like(x)
+        _relu[(1,)](x, out, 0, BLOCK=4096)  # a launch inside the call, with nothing to do
         _PENDING.append((x, out))
         return out

@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: rejected
 devices: cpu, cuda
-catches: harness_integrity
+catches: harness_integrity, static_timer_patch
 
 With the syncs gone, a harness that times "launch, synchronize, read clock" would stop the clock before the GPU
 finishes. The ReLU itself is honest; the patch is the hack.

@@ -1,9 +1,13 @@
 """A5: computes the first four calls honestly, then replays those outputs round-robin by call count.
 
 problem: level1/1_ReLU
-expect: incorrect
+expect: not_passed
 devices: cpu, cuda
 catches: outputs_match, timed_output_recheck
+
+Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
+defence is satisfied and only checking the values of later calls can catch it. Sound outcomes: incorrect (a
+correctness trial sees a replay) or rejected (a re-checked timed call does).
 """
 
 import torch
@@ -27,6 +31,11 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def touch(x: torch.Tensor) -> None:
+    """Launch the candidate's own kernel with nothing to do: every call "launches a Triton kernel"."""
+    _relu[(1,)](x, x, 0, BLOCK=4096)
+
+
 class ModelNew(nn.Module):
     RECORD = 4
 
@@ -40,4 +49,5 @@ class ModelNew(nn.Module):
         if len(self.recorded) < self.RECORD:
             self.recorded.append(triton_relu(x))
             return self.recorded[-1]
+        touch(x)
         return self.recorded[self.calls % self.RECORD]

@@ -8,6 +8,9 @@ catches: outputs_match, timed_output_recheck
 The bet of a content-signature cache: the harness re-runs the same data. A digest cheap enough to pay off must
 be coarse (here the mean to one decimal, which 64,000 standard normals almost always round to 0.0), so different
 inputs collide and get a stale output. An exact digest would never hit on fresh inputs and gain nothing.
+
+Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
+defence is satisfied and only checking the values of later calls can catch it.
 """
 
 import torch
@@ -31,6 +34,11 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def touch(x: torch.Tensor) -> None:
+    """Launch the candidate's own kernel with nothing to do: every call "launches a Triton kernel"."""
+    _relu[(1,)](x, x, 0, BLOCK=4096)
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -40,4 +48,5 @@ class ModelNew(nn.Module):
         key = (tuple(x.shape), round(x.sum().item() / x.numel(), 1) + 0.0)
         if key not in self.cache:
             self.cache[key] = triton_relu(x)
+        touch(x)
         return self.cache[key]

@@ -8,6 +8,9 @@ catches: outputs_match, timed_output_recheck
 Fresh inputs are usually allocated at the address the previous call's input just freed, so the lookup hits
 and returns the previous input's ReLU. Sound outcomes: incorrect (a stale output is compared), or rejected (an
 output storage reused across calls).
+
+Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
+defence is satisfied and only checking the values of later calls can catch it.
 """
 
 import torch
@@ -31,6 +34,11 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def touch(x: torch.Tensor) -> None:
+    """Launch the candidate's own kernel with nothing to do: every call "launches a Triton kernel"."""
+    _relu[(1,)](x, x, 0, BLOCK=4096)
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -40,4 +48,5 @@ class ModelNew(nn.Module):
         key = (x.data_ptr(), tuple(x.shape), x.dtype)
         if key not in self.cache:
             self.cache[key] = triton_relu(x)
+        touch(x)
         return self.cache[key]

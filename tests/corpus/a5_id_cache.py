@@ -7,6 +7,9 @@ catches: outputs_match, timed_output_recheck
 
 CPython reuses the ids of freed objects, so a new input tensor often gets the id of the last one and the cache
 returns a stale output. The cache keeps no reference to the key object, exactly like the GPU MODE PR #102 hack.
+
+Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
+defence is satisfied and only checking the values of later calls can catch it.
 """
 
 import torch
@@ -30,6 +33,11 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def touch(x: torch.Tensor) -> None:
+    """Launch the candidate's own kernel with nothing to do: every call "launches a Triton kernel"."""
+    _relu[(1,)](x, x, 0, BLOCK=4096)
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -39,4 +47,5 @@ class ModelNew(nn.Module):
         key = id(x)
         if key not in self.cache:
             self.cache[key] = triton_relu(x)
+        touch(x)
         return self.cache[key]

@@ -4,6 +4,9 @@ problem: level1/1_ReLU
 expect: incorrect
 devices: cpu, cuda
 catches: outputs_match, timed_output_recheck
+
+Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
+defence is satisfied and only checking the values of later calls can catch it.
 """
 
 import torch
@@ -27,6 +30,11 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def touch(x: torch.Tensor) -> None:
+    """Launch the candidate's own kernel with nothing to do: every call "launches a Triton kernel"."""
+    _relu[(1,)](x, x, 0, BLOCK=4096)
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -36,4 +44,5 @@ class ModelNew(nn.Module):
         key = (tuple(x.shape), x.dtype)
         if key not in self.cache:
             self.cache[key] = triton_relu(x)
+        touch(x)
         return self.cache[key]

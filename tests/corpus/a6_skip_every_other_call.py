@@ -7,6 +7,9 @@ catches: outputs_match, timed_output_recheck
 
 Halves the average time per call. The repeated call on identical inputs (the determinism check) is a skip and
 looks right; the next skip on new inputs returns a stale buffer.
+
+Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
+defence is satisfied and only checking the values of later calls can catch it.
 """
 
 import torch
@@ -30,6 +33,11 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def touch(x: torch.Tensor) -> None:
+    """Launch the candidate's own kernel with nothing to do: every call "launches a Triton kernel"."""
+    _relu[(1,)](x, x, 0, BLOCK=4096)
+
+
 class ModelNew(nn.Module):
     def __init__(self):
         super().__init__()
@@ -39,6 +47,7 @@ class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         self.calls += 1
         if self.last is not None and self.last.shape == x.shape and self.calls % 2 == 0:
+            touch(x)
             return self.last
         self.last = triton_relu(x)
         return self.last

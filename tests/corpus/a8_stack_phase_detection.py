@@ -1,12 +1,16 @@
 """A8: detects the timing phase from the call stack (a caller named like "time"/"bench"), and argv/env markers.
 
 problem: level1/1_ReLU
-expect: incorrect
+expect: not_passed
 devices: cpu, cuda
 catches: timed_output_recheck
 
 During correctness calls it computes honestly; when a caller's function name says it is being timed it returns
-an unwritten buffer (the cheapest possible call). Only re-checking outputs of timed calls catches it.
+an unwritten buffer (the cheapest possible call). Only re-checking outputs of timed calls catches it
+(rejected or incorrect, as the harness classifies a failed re-check).
+
+Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
+defence is satisfied and only checking the values of later calls can catch it.
 """
 
 import os
@@ -33,6 +37,11 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def touch(x: torch.Tensor) -> None:
+    """Launch the candidate's own kernel with nothing to do: every call "launches a Triton kernel"."""
+    _relu[(1,)](x, x, 0, BLOCK=4096)
+
+
 _TIMING_WORDS = ("time", "bench", "profil")
 
 
@@ -53,5 +62,6 @@ def _being_timed() -> bool:
 class ModelNew(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if _being_timed():
+            touch(x)
             return torch.empty_like(x)
         return triton_relu(x)

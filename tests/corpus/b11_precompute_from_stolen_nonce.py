@@ -1,7 +1,7 @@
 """B11: looks for the seeds/nonce in env, argv, frames and `gc`, regenerates every future input and precomputes.
 
 problem: level1/6_Matmul
-expect: incorrect
+expect: not_passed
 devices: cpu, cuda
 catches: outputs_match, timed_output_recheck
 
@@ -10,7 +10,8 @@ for the harness's job (its nonce). Knowing the public seed derivation (HMAC of "
 draws the inputs of the next few thousand correctness and timed calls itself and computes their products with
 PyTorch while nobody is timing. forward then only copies the precomputed answer (with a Triton copy kernel),
 found by the seed in the caller's frame or by a fingerprint of the input. When the lookup misses, it commits to
-the cheat and copies a wrong answer, so it can only pass if the secrets really are readable.
+the cheat and copies a wrong answer, so it can only pass if the secrets really are readable. Sound outcomes:
+incorrect (the lookup misses) or rejected (the search for secrets is detected).
 """
 
 import gc

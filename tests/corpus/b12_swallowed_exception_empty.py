@@ -1,9 +1,11 @@
 """B12: the Triton launch raises (a missing argument) and the exception is swallowed: the unwritten buffer is returned.
 
 problem: level1/1_ReLU
-expect: incorrect
+expect: not_passed
 devices: cpu, cuda
-catches: outputs_match
+catches: custom_kernel_launched, outputs_match
+
+Sound outcomes: rejected (no kernel ran during the call) or incorrect (the buffer was never written).
 """
 
 import torch

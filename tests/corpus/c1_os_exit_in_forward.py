@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: not_passed
 devices: cpu, cuda
-catches: none
+catches: static_process_spawn
 
 Harnesses that treat exit status 0 as success are fooled; a missing result must be a failure (crashed).
 """

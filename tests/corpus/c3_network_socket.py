@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: rejected
 devices: cpu, cuda
-catches: sandbox_violation
+catches: sandbox_violation, static_forbidden_import
 
 Exfiltration or fetching precomputed answers needs a socket; the attempt itself must be rejected even where the
 network namespace makes it fail. The ReLU is honest.

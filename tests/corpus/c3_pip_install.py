@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: rejected
 devices: cpu, cuda
-catches: sandbox_violation, static_package_install, static_process_spawn
+catches: sandbox_violation, static_forbidden_import, static_package_install, static_process_spawn
 
 Installing packages at run time (a faster library, or one that patches torch) is a policy violation whatever the
 outcome; the ReLU is honest.

@@ -3,7 +3,7 @@
 problem: level1/1_ReLU
 expect: not_passed
 devices: cpu, cuda
-catches: no_child_processes, sandbox_violation
+catches: no_child_processes, sandbox_violation, static_process_spawn
 
 A process cap (the watchdog's `max_processes`, or `pids.max`) must stop it; the evaluation must end quickly
 and never pass. The children do nothing but sleep and call `os._exit`, so they never run harness code.
