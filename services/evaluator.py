@@ -94,7 +94,8 @@ class _Evaluation:
         self.device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if self.device == "cuda" and not torch.cuda.is_available():
             raise EvaluationError("device 'cuda' requested but no CUDA device is available")
-        self.nonce = secrets.token_hex(16)
+        self.nonce = secrets.token_hex(16)  # authenticates messages; the children hold it
+        self.seed_key = secrets.token_bytes(32)  # derives every seed; never leaves this process
         self.rng = secrets.SystemRandom()
         self.trials = options.correctness_trials or self.s.correctness_trials
         self.checks: list[Check] = []
@@ -115,10 +116,12 @@ class _Evaluation:
         self.io_bytes = (0, 0)
         self.profile: Any = None
         self.flags: list[str] = []
+        # Output digests of every call on fresh inputs (correctness trials and timed calls), per side.
+        self.digests: dict[str, list[tuple[int, ...]]] = {"reference": [], "candidate": []}
 
     # -- helpers -----------------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
-        digest = hmac.new(self.nonce.encode(), f"{purpose}:{i}".encode(), hashlib.sha256).digest()
+        digest = hmac.new(self.seed_key, f"{purpose}:{i}".encode(), hashlib.sha256).digest()
         return int.from_bytes(digest[:7], "big")
 
     def tol(self, dtype: torch.dtype) -> tuple[float, float]:
@@ -312,8 +315,8 @@ class _Evaluation:
         t = time.monotonic()
         deadline = t + self.s.load_timeout_s
         self.ask(self.ref, {"cmd": "load"}, deadline, "loading the reference")
+        self.thread_baseline = self.cand.threads()  # before any candidate code runs
         self.ask(self.cand, {"cmd": "load"}, deadline, "importing and constructing ModelNew")
-        self.thread_baseline = self.cand.threads()
         self.phases["load"] = time.monotonic() - t
 
     def correctness_phase(self) -> str:
@@ -343,6 +346,9 @@ class _Evaluation:
                 atol, rtol = self.first_tolerance(ref_struct)
             self.guard_process(f"correctness trial {i + 1}")
             self.require_launches(cand_h, f"correctness trial {i + 1}")
+            for side, reply in (("reference", ref_h), ("candidate", cand_h)):
+                if reply.get("digest") is not None:
+                    self.digests[side].append(tuple(reply["digest"]))
             cand_struct = cand_h["structures"][0]
             if msg := structure_mismatch(ref_struct, cand_struct):
                 if cand_struct["t"] == "tensor_subclass":
@@ -442,6 +448,8 @@ class _Evaluation:
             h, _ = self.ask(child, {"cmd": "time", "seed": seed, "variant": variant}, deadline, f"timing ({side})")
             wall_ms = (time.perf_counter() - sent) * 1e3
             ms = float(h["ms"])
+            if h.get("digest") is not None and side in self.digests:
+                self.digests[side].append(tuple(h["digest"]))
             if not (0 < ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(ms):
                 self.check("timing_wall_clock", False, f"{side} reported {ms:.4g} ms inside {wall_ms:.4g} ms")
                 raise _Stop(
@@ -489,6 +497,7 @@ class _Evaluation:
         if self.defended:
             seed, structure = last_cand
             self.recheck(seed, structure, deadline)
+            self.distinct_outputs()
         self.guard_process("the timed calls")
         self.runtimes = {side: stats.summarize(v) for side, v in samples.items()}
         self.wall_clock_checks(overheads, extras, cpu)
@@ -519,6 +528,19 @@ class _Evaluation:
                 "call's inputs (no caching or replay across calls).",
             )
         self.passed_rechecks += 1
+
+    def distinct_outputs(self) -> None:
+        """Every timed call had inputs never seen before, so two identical candidate outputs mean a
+        replayed result, unless the reference's outputs repeat too (an output independent of its inputs)."""
+        cand, ref = self.digests["candidate"], self.digests["reference"]
+        repeats = len(cand) - len(set(cand))
+        if repeats and len(ref) == len(set(ref)):
+            self.check("timed_output_recheck", False, f"{repeats} timed call(s) returned an earlier call's output")
+            raise _Stop(
+                Verdict.REJECTED,
+                "Rejected: some timed calls returned exactly the output of an earlier "
+                "call on different inputs (results cached or replayed across calls).",
+            )
 
     def wall_clock_checks(self, overheads: dict[str, list[float]], extras: dict[str, list[float]], cpu: bool) -> None:
         cand_over = statistics.median(overheads["candidate"])

@@ -23,8 +23,21 @@ from typing import Any
 import torch
 
 CANDIDATE_MODULE = "kg_candidate"
-# Executables Triton itself runs while compiling (ptxas, the C compiler for its launcher stub).
-_TOOLCHAIN = {"ptxas", "cc", "gcc", "g++", "c++", "clang", "clang++", "ld", "nvdisasm", "cuobjdump", "nvlink"}
+# Executables Triton itself runs: ptxas, the C compiler for its launcher stub, ldconfig to find libcuda.
+_TOOLCHAIN = {
+    "ldconfig",
+    "ptxas",
+    "cc",
+    "gcc",
+    "g++",
+    "c++",
+    "clang",
+    "clang++",
+    "ld",
+    "nvdisasm",
+    "cuobjdump",
+    "nvlink",
+}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _NET_FAMILIES = {2, 10}  # AF_INET, AF_INET6
 _TWO_PATH_EVENTS = {"os.rename", "os.link", "os.symlink", "shutil.copyfile", "shutil.move"}

@@ -31,6 +31,16 @@ _DTYPES = {
     )
 }
 _SCALARS = (bool, int, float, type(None))
+_T = torch.Tensor
+
+
+def _instance_attributes(t: torch.Tensor) -> bool:
+    """A plain tensor carries no attributes of its own; one with them (e.g. an overridden `.float`) is a
+    lazy output in disguise."""
+    try:
+        return bool(object.__getattribute__(t, "__dict__"))
+    except AttributeError:
+        return False
 
 
 def dtype_from_name(name: str) -> torch.dtype:
@@ -43,6 +53,8 @@ def dtype_from_name(name: str) -> torch.dtype:
 def describe(obj: Any, tensors: list[torch.Tensor], _type: type = type) -> dict[str, Any]:
     """JSON description of a forward's result; appends every tensor found to `tensors` in order."""
     kind = _type(obj)
+    if kind is torch.Tensor and _instance_attributes(obj):
+        return {"t": "tensor_subclass", "type": "Tensor with attributes set on the instance"}
     if kind is torch.Tensor:
         tensors.append(obj)
         return {"t": "tensor", "dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)}
@@ -70,7 +82,8 @@ def nbytes(structure: dict[str, Any]) -> int:
 
 
 def to_bytes(t: torch.Tensor) -> bytes:
-    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    # Unbound class methods: a method planted on the returned object itself never runs.
+    flat = _T.reshape(_T.contiguous(_T.to(_T.detach(t), "cpu")), (-1,))
     return flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
 
 

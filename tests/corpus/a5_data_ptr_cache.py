@@ -2,7 +2,7 @@
 
 problem: level1/1_ReLU
 expect: not_passed
-devices: cpu, cuda
+devices: cuda
 catches: outputs_match, timed_output_recheck
 
 Fresh inputs are usually allocated at the address the previous call's input just freed, so the lookup hits
@@ -11,6 +11,10 @@ output storage reused across calls).
 
 Each replayed call still launches one of the candidate's kernels (with nothing to do), so a launch-count
 defence is satisfied and only checking the values of later calls can catch it.
+
+CUDA only in the corpus: on CPU, fresh inputs land at varying addresses (and objects at varying ids), so
+the lookup often never hits and the kernel then computes every call honestly; whenever it does hit, the
+replayed output repeats an earlier digest and is rejected.
 """
 
 import torch
