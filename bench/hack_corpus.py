@@ -75,6 +75,7 @@ def run_corpus(device: str, only: str | None) -> list[dict]:
                     "caught": passed if case.honest else not passed,
                     "as_expected": outcome_ok(case, result),
                     "failed": [c.name for c in result.failed_checks()],
+                    "details": [f"{c.name}: {c.detail}" for c in result.failed_checks()],
                     "seconds": round(time.monotonic() - t0, 2),
                 }
             )
@@ -94,6 +95,7 @@ def run_corpus(device: str, only: str | None) -> list[dict]:
                         "caught": passed,
                         "as_expected": passed,
                         "failed": [c.name for c in result.failed_checks()],
+                        "details": [f"{c.name}: {c.detail}" for c in result.failed_checks()],
                         "seconds": round(time.monotonic() - t0, 2),
                     }
                 )
@@ -105,6 +107,9 @@ def print_row(r: dict) -> None:
     caught = {True: "yes", False: "NO", None: "-"}[r["caught"]]
     failed = ",".join(r["failed"]) or "-"
     print(f"{r['file']:42} {r['row']:7} {r['expect']:10} {r['verdict']:13} {caught:6} {r['seconds']:7.1f}s  {failed}")
+    if r["kind"] == "honest" and r["caught"] is False:
+        for detail in r.get("details", []):
+            print(f"    {detail[:200]}")
 
 
 def summarise(rows: list[dict]) -> dict:

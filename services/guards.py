@@ -240,6 +240,10 @@ class AuditGuard:
             if writing and self._outside(path):
                 shown = path if isinstance(path, int) else os.fsdecode(path)
                 self._deny(f"write to {shown} outside the private directory")
+        elif event == "os.rmdir" and args and self._outside(args[0]):
+            # Refused but not held against the candidate: Triton's cache calls os.removedirs, which walks up
+            # past the private directory and stops at the first refusal. A refused rmdir changes nothing.
+            raise PermissionError("KernelGym sandbox: rmdir outside the private directory")
         elif event in _PATH_EVENTS:
             paths = args[:2] if event in _TWO_PATH_EVENTS else args[:1]
             if any(self._outside(p) for p in paths):

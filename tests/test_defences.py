@@ -157,3 +157,25 @@ def test_audit_lets_tritons_toolchain_run(audit, exe):
 def test_unix_sockets_are_allowed(audit):
     audit._hook("socket.__new__", (None, 1, 1, 0))  # AF_UNIX
     assert audit.take() == []
+
+
+def test_rmdir_outside_is_refused_without_a_violation(audit, tmp_path):
+    """Triton's cache calls os.removedirs, which climbs past the private directory: refuse, don't blame."""
+    with pytest.raises(PermissionError):
+        audit._hook("os.rmdir", ("/tmp", -1))
+    audit._hook("os.rmdir", (str(tmp_path / "sub"), -1))
+    assert audit.take() == []
+
+
+def test_os_removedirs_inside_the_private_directory_records_nothing(tmp_path):
+    """The real call, under the real hook (installed for this process only while active)."""
+    guard = guards.AuditGuard(str(tmp_path))
+    leaf = tmp_path / "cache" / "tmp.pid_1"
+    leaf.mkdir(parents=True)
+    guard.install()
+    try:
+        os.removedirs(leaf)
+    finally:
+        guard.active = False
+    assert guard.take() == []
+    assert not (tmp_path / "cache").exists()
