@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import torch  # noqa: E402
-from test_hack_corpus import ISOLATED_ROWS, load_corpus, options_for, outcome_ok, strict_policy_supported  # noqa: E402
+from test_hack_corpus import ISOLATED_ROWS, load_corpus, options_for, outcome_ok  # noqa: E402
 
 from services.evaluator import Evaluator  # noqa: E402
 from services.problems import bundled_kernel, bundled_problems  # noqa: E402
@@ -61,7 +61,7 @@ def run_corpus(device: str, only: str | None) -> list[dict]:
                 "expect": case.expect,
                 "kind": "honest" if case.honest else "hack",
             }
-            if device not in case.devices or (case.policy and not strict_policy_supported()):
+            if device not in case.devices:
                 rows.append({**row, "verdict": "skipped", "caught": None, "failed": [], "seconds": 0.0})
                 continue
             ev = isolated if case.row in ISOLATED_ROWS else main
@@ -130,8 +130,6 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def measure_cost(device: str, repeats: int) -> dict:
-    if "defences" not in EvalSettings.model_fields:
-        return {"available": False, "reason": "EvalSettings has no `defences` setting"}
     problems = bundled_problems()
     jobs = bundled_jobs(problems)
     walls: dict[str, list[float]] = {"on": [], "off": []}
@@ -146,7 +144,7 @@ def measure_cost(device: str, repeats: int) -> dict:
                     ev.evaluate(problems.load(pid), source, EvalOptions(device=device))
                     walls[label].append(time.monotonic() - t0)
     med_on, med_off = statistics.median(walls["on"]), statistics.median(walls["off"])
-    return {"available": True, "median_on_s": med_on, "median_off_s": med_off, "ratio": med_on / med_off, **walls}
+    return {"median_on_s": med_on, "median_off_s": med_off, "ratio": med_on / med_off, **walls}
 
 
 def main() -> None:
@@ -173,13 +171,10 @@ def main() -> None:
     cost = None
     if args.cost:
         cost = measure_cost(args.device, args.repeats)
-        if cost["available"]:
-            print(
-                f"defence cost: median {cost['median_on_s']:.2f} s on vs {cost['median_off_s']:.2f} s off "
-                f"per evaluation, ratio {cost['ratio']:.2f}"
-            )
-        else:
-            print(f"defence cost: unavailable ({cost['reason']})")
+        print(
+            f"defence cost: median {cost['median_on_s']:.2f} s on vs {cost['median_off_s']:.2f} s off "
+            f"per evaluation, ratio {cost['ratio']:.2f}"
+        )
     if args.json:
         args.json.write_text(
             json.dumps({"device": args.device, "rows": rows, "summary": summary, "cost": cost}, indent=2)

@@ -122,15 +122,7 @@ def load_corpus(directory: Path = CORPUS_DIR) -> list[CorpusCase]:
     return [parse_metadata(p) for p in sorted(directory.glob("*.py")) if not p.name.startswith("_")]
 
 
-def strict_policy_supported() -> bool:
-    return "policy" in EvalOptions.model_fields
-
-
 def options_for(case: CorpusCase, device: str) -> EvalOptions:
-    if case.policy is None:
-        return EvalOptions(device=device)
-    if not strict_policy_supported():
-        raise NotImplementedError("EvalOptions has no `policy` field")
     return EvalOptions(device=device, policy=case.policy)
 
 
@@ -195,8 +187,6 @@ def evaluate_case(request, problems, case: CorpusCase, device: str) -> EvalResul
     """Evaluate one corpus file once per device; later tests reuse the result."""
     key = (case.name, device)
     if key not in _RESULTS:
-        if case.policy is not None and not strict_policy_supported():
-            pytest.skip(f"`policy: {case.policy}` needs EvalOptions.policy, which services/schema.py lacks")
         fixture = "isolated_evaluator" if case.row in ISOLATED_ROWS else "evaluator"
         evaluator = request.getfixturevalue(fixture)
         _RESULTS[key] = evaluator.evaluate(
