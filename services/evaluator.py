@@ -100,7 +100,6 @@ class _Evaluation:
         self.trials = options.correctness_trials or self.s.correctness_trials
         self.checks: list[Check] = []
         self.phases: dict[str, float] = {}
-        self.notes: list[str] = []
         self.compiled = False
         self.correctness: CorrectnessSummary | None = None
         self.runtimes: dict[str, RuntimeStats] = {}
