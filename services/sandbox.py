@@ -113,7 +113,21 @@ class Child:
         self._closed = False
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
-        self.proc = subprocess.Popen(
+        # The child's stdout/stderr go to files in its directory: informational only, never parsed.
+        with (
+            open(os.path.join(self.tmpdir, ".stdout"), "wb") as out,
+            open(os.path.join(self.tmpdir, ".stderr"), "wb") as err,
+        ):
+            self.proc = self._spawn(device, to_child_r, from_child_w, out, err)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self._ready = False
+        self._watchdog = threading.Thread(target=self._watch, daemon=True)
+        self._watchdog.start()
+
+    def _spawn(self, device: str, to_child_r: int, from_child_w: int, out: Any, err: Any) -> subprocess.Popen:
+        settings = self.settings
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -128,16 +142,10 @@ class Child:
             env=child_env(device, self.tmpdir),
             cwd=self.tmpdir,
             stdin=subprocess.DEVNULL,
-            stdout=open(os.path.join(self.tmpdir, ".stdout"), "wb"),  # noqa: SIM115 - owned by the child
-            stderr=open(os.path.join(self.tmpdir, ".stderr"), "wb"),  # noqa: SIM115
+            stdout=out,
+            stderr=err,
             start_new_session=True,
         )
-        os.close(to_child_r)
-        os.close(from_child_w)
-        self.started = time.monotonic()
-        self._ready = False
-        self._watchdog = threading.Thread(target=self._watch, daemon=True)
-        self._watchdog.start()
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def wait_ready(self, deadline: float) -> None:
