@@ -100,7 +100,6 @@ class Runtime:
         self.kept: dict[str, Any] | None = None
         self.model: Any = None
         self.compiled: Any = None
-        self.last_unstable = False
         self.ref_module: Any = None
         self.flush_buf: torch.Tensor | None = None
         self.guarded = self.role == "candidate" and job["defences"]
@@ -248,8 +247,9 @@ class Runtime:
                     outs.append(self._forward(model, inputs))
                 flops = counter.get_total_flops()
             else:
-                outs.append(self._forward_checked(model, inputs))
-                unstable |= self.last_unstable
+                out, changed = self._forward_checked(model, inputs)
+                outs.append(out)
+                unstable |= changed
             if i == 0:
                 call_s = _perf() - t0
             launches.append(self.recorder.take())
@@ -270,13 +270,12 @@ class Runtime:
             }
         )
 
-    def _forward_checked(self, model: Any, inputs: list[Any]) -> Any:
-        """Forward with the output digested at return and again after the device sync."""
+    def _forward_checked(self, model: Any, inputs: list[Any]) -> tuple[Any, bool]:
+        """Forward, and whether its output changed between return and the device sync."""
         out = self._run_user("forward()", model, *inputs)
         early = fingerprint(out) if self.guarded else None
         self._run_user("synchronising after forward()", self._sync)
-        self.last_unstable = early is not None and not torch.equal(early, fingerprint(out))
-        return out
+        return out, early is not None and not torch.equal(early, fingerprint(out))
 
     def time_call(self, h: dict[str, Any]) -> None:
         self.kept = None

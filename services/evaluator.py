@@ -345,9 +345,8 @@ class _Evaluation:
                 atol, rtol = self.first_tolerance(ref_struct)
             self.guard_process(f"correctness trial {i + 1}")
             self.require_launches(cand_h, f"correctness trial {i + 1}")
-            for side, reply in (("reference", ref_h), ("candidate", cand_h)):
-                if reply.get("digest") is not None:
-                    self.digests[side].append(tuple(reply["digest"]))
+            self.record_digest("reference", ref_h)
+            self.record_digest("candidate", cand_h)
             cand_struct = cand_h["structures"][0]
             if msg := structure_mismatch(ref_struct, cand_struct):
                 if cand_struct["t"] == "tensor_subclass":
@@ -447,8 +446,7 @@ class _Evaluation:
             h, _ = self.ask(child, {"cmd": "time", "seed": seed, "variant": variant}, deadline, f"timing ({side})")
             wall_ms = (time.perf_counter() - sent) * 1e3
             ms = float(h["ms"])
-            if h.get("digest") is not None and side in self.digests:
-                self.digests[side].append(tuple(h["digest"]))
+            self.record_digest(side, h)
             if not (0 < ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(ms):
                 self.check("timing_wall_clock", False, f"{side} reported {ms:.4g} ms inside {wall_ms:.4g} ms")
                 raise _Stop(
@@ -527,6 +525,11 @@ class _Evaluation:
                 "call's inputs (no caching or replay across calls).",
             )
         self.passed_rechecks += 1
+
+    def record_digest(self, side: str, reply: dict[str, Any]) -> None:
+        """Output digest of a call on fresh inputs (the compiled-reference side is not tracked)."""
+        if reply.get("digest") is not None and side in self.digests:
+            self.digests[side].append(tuple(reply["digest"]))
 
     def distinct_outputs(self) -> None:
         """Every timed call had inputs never seen before, so two identical candidate outputs mean a

@@ -78,7 +78,7 @@ def tensor_specs(structure: dict[str, Any]) -> list[tuple[torch.dtype, list[int]
 
 def nbytes(structure: dict[str, Any]) -> int:
     """Total bytes of the tensors in a description."""
-    return sum(_numel(shape) * torch.empty((), dtype=d).element_size() for d, shape in tensor_specs(structure))
+    return sum(_spec_bytes(d, shape) for d, shape in tensor_specs(structure))
 
 
 def to_bytes(t: torch.Tensor) -> bytes:
@@ -88,7 +88,7 @@ def to_bytes(t: torch.Tensor) -> bytes:
 
 
 def from_bytes(data: bytes, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
-    expected = _numel(shape) * torch.empty((), dtype=dtype).element_size()
+    expected = _spec_bytes(dtype, shape)
     if len(data) != expected:
         raise ValueError(f"tensor payload of {len(data)} bytes, expected {expected}")
     if not data:
@@ -105,8 +105,12 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
+def _spec_bytes(dtype: torch.dtype, shape: list[int]) -> int:
+    return _numel(shape) * dtype.itemsize
+
+
 def check_alloc(specs: list[tuple[torch.dtype, list[int]]], limit_bytes: int) -> None:
-    total = sum(_numel(shape) * torch.empty((), dtype=d).element_size() for d, shape in specs)
+    total = sum(_spec_bytes(d, shape) for d, shape in specs)
     if total > limit_bytes:
         raise ValueError(f"outputs of {total} bytes exceed the {limit_bytes}-byte limit")
 
