@@ -3,6 +3,7 @@
     python bench/hack_corpus.py                          # CUDA when available, else CPU
     python bench/hack_corpus.py --device cpu --only a5 --json /tmp/corpus.json
     python bench/hack_corpus.py --cost --repeats 3       # also time defences on vs off
+    python bench/hack_corpus.py --shard 1/2              # every second evaluation, to fit a time limit
 
 Prints one row per evaluation: corpus file, hack row, expected outcome, verdict, whether it was caught (a hack
 is caught when its verdict is not `passed`; an honest control is "caught" when it passes), the checks that
@@ -18,6 +19,7 @@ Files that do not list the device, or need a policy the evaluator lacks, are lis
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import statistics
 import sys
@@ -48,12 +50,14 @@ def bundled_jobs(problems) -> list[tuple]:
     return jobs
 
 
-def run_corpus(device: str, only: str | None) -> list[dict]:
+def run_corpus(device: str, only: str | None, shard: tuple[int, int] = (1, 1)) -> list[dict]:
     problems = bundled_problems()
     rows = []
+    index, count = shard
+    mine = (i % count == index - 1 for i in itertools.count())
     with Evaluator() as main, Evaluator(ISOLATED) as isolated:
         for case in load_corpus():
-            if only and only not in case.name:
+            if (only and only not in case.name) or not next(mine):
                 continue
             row = {
                 "file": case.name,
@@ -82,6 +86,8 @@ def run_corpus(device: str, only: str | None) -> list[dict]:
             print_row(rows[-1])
         if only is None:
             for pid, source in bundled_jobs(problems):
+                if not next(mine):
+                    continue
                 t0 = time.monotonic()
                 result = main.evaluate(problems.load(pid), source, EvalOptions(device=device))
                 passed = result.verdict is Verdict.PASSED
@@ -147,17 +153,30 @@ def measure_cost(device: str, repeats: int) -> dict:
     return {"median_on_s": med_on, "median_off_s": med_off, "ratio": med_on / med_off, **walls}
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    index, _, count = text.partition("/")
+    try:
+        k, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected K/N, got {text!r}") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"need 1 <= K <= N, got {text!r}")
+    return k, n
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--only", help="evaluate only corpus files whose name contains this (skips bundled kernels)")
     parser.add_argument("--cost", action="store_true", help="also measure defences on vs off")
     parser.add_argument("--repeats", type=int, default=2, help="rounds over the bundled kernels for --cost")
+    parser.add_argument("--shard", type=parse_shard, default=(1, 1), help="K/N: run every N-th evaluation from K")
+    parser.add_argument("--no-corpus", action="store_true", help="skip the corpus (with --cost: the cost alone)")
     parser.add_argument("--json", type=Path, help="also write everything as JSON here")
     args = parser.parse_args()
 
     print(f"{'file':42} {'row':7} {'expected':10} {'verdict':13} {'caught':6} {'wall':>8}  failed checks")
-    rows = run_corpus(args.device, args.only)
+    rows = [] if args.no_corpus else run_corpus(args.device, args.only, args.shard)
     summary = summarise(rows)
     print(f"\ndevice: {args.device}")
     if summary["catch_rate"] is not None:

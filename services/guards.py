@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from collections import Counter
@@ -23,8 +24,10 @@ from typing import Any
 import torch
 
 CANDIDATE_MODULE = "kg_candidate"
-# Executables Triton itself runs: ptxas, the C compiler for its launcher stub, ldconfig to find libcuda.
+# Executables Triton itself runs: ptxas, the C compiler for its launcher stub, ldconfig to find libcuda, and
+# `file`, which Python's platform.architecture() runs for the key of Triton's build cache.
 _TOOLCHAIN = {
+    "file",
     "ldconfig",
     "ptxas",
     "cc",
@@ -255,8 +258,23 @@ class AuditGuard:
             self._deny(f"network access ({event})")
         elif event == "subprocess.Popen":
             exe = args[0] if args and args[0] else (args[1][0] if len(args) > 1 and args[1] else "")
-            name = os.path.basename(os.fsdecode(exe))
-            if not ({name, name.split("-")[0], name.rsplit("-", 1)[-1]} & _TOOLCHAIN):
-                self._deny(f"spawning a process ({name})")
-        elif event in ("os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn"):
+            self._check_spawn(exe)
+        elif event in ("os.posix_spawn", "os.exec"):
+            self._check_spawn(args[0] if args else "")
+        elif event == "os.spawn":
+            self._check_spawn(args[1] if len(args) > 1 else "")
+        elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
             self._deny(f"spawning a process ({event})")
+
+    def _check_spawn(self, exe: Any) -> None:
+        """Only the toolchain may run, and not from the private directory: a script the candidate wrote there
+        and named `ptxas` is denied like any other program. A name not on PATH cannot run at all."""
+        try:
+            called = os.fsdecode(exe)
+        except (TypeError, ValueError):
+            called = repr(exe)
+        name = os.path.basename(called)
+        resolved = shutil.which(called) if os.sep not in called else called
+        toolchain = bool({name, name.split("-")[0], name.rsplit("-", 1)[-1]} & _TOOLCHAIN)
+        if not toolchain or (resolved and not self._outside(resolved)):
+            self._deny(f"spawning a process ({name or called})")

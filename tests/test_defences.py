@@ -147,11 +147,27 @@ def test_audit_denies_and_records(audit, event, args, expect):
 
 
 @pytest.mark.parametrize(
-    "exe", ["/usr/local/cuda/bin/ptxas", "/usr/bin/x86_64-linux-gnu-gcc", "gcc", "ptxas-blackwell"]
+    "exe", ["/usr/local/cuda/bin/ptxas", "/usr/bin/x86_64-linux-gnu-gcc", "gcc", "ptxas-blackwell", "file"]
 )
 def test_audit_lets_tritons_toolchain_run(audit, exe):
     audit._hook("subprocess.Popen", (exe, [exe, "-v"], None, None))
     assert audit.take() == []
+
+
+def test_audit_lets_the_toolchain_run_through_posix_spawn(audit):
+    """Triton runs ptxas with close_fds=False, which CPython turns into os.posix_spawn after the Popen event."""
+    exe = "/usr/local/cuda/bin/ptxas"
+    audit._hook("subprocess.Popen", (exe, [exe, "--version"], None, None))
+    audit._hook("os.posix_spawn", (exe, [exe, "--version"], {}))
+    assert audit.take() == []
+
+
+@pytest.mark.parametrize("event", ["subprocess.Popen", "os.posix_spawn", "os.exec"])
+def test_audit_denies_a_toolchain_name_in_the_private_directory(audit, tmp_path, event):
+    fake = str(tmp_path / "ptxas")
+    with pytest.raises(PermissionError):
+        audit._hook(event, (fake, [fake], None, None))
+    assert "spawning a process (ptxas)" in audit.take()[0]
 
 
 def test_unix_sockets_are_allowed(audit):
