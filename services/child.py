@@ -57,6 +57,12 @@ def main() -> None:
     os.set_inheritable(out_fd, False)
 
     import torch
+
+    # Imported while the child waits rather than on first use: torch._dynamo takes seconds to import and
+    # rewraps torch.manual_seed when it does, which the integrity snapshot would report as tampering;
+    # the reference's FLOP counter and a candidate's use of streams or graphs can pull it in.
+    import torch._dynamo
+    import torch.utils.flop_counter
     import triton  # noqa: F401
 
     from services import channel

@@ -103,6 +103,9 @@ class Runtime:
         self.ref_module: Any = None
         self.flush_buf: torch.Tensor | None = None
         self.guarded = self.role == "candidate" and job["defences"]
+        # The reference child does the same per-call bookkeeping (integrity report, early fingerprint)
+        # without the guards, so the parent's wall-clock comparison sees only the candidate's own time.
+        self.bookkeeping = job["defences"]
         self.recorder = guards.LaunchRecorder()
         self.audit = guards.AuditGuard(os.getcwd())
         self.snapshot: dict[str, Any] = {}
@@ -115,7 +118,7 @@ class Runtime:
     # -- plumbing ----------------------------------------------------------------------------------
     def reply(self, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
         self.seq += 1
-        report = self.guard_report() if self.guarded and self.snapshot else {}
+        report = self.guard_report() if self.snapshot else {}
         channel.send(self.out_fd, {"nonce": self.nonce, "seq": self.seq, "ok": True, **header, **report}, payloads)
 
     def guard_report(self) -> dict[str, Any]:
@@ -184,8 +187,10 @@ class Runtime:
         )
         if self.guarded:
             self.recorder.install()
+        if self.bookkeeping:
             self.flags = guards.numeric_flags()
             self.snapshot = guards.integrity_snapshot()
+        if self.guarded:
             self.audit.install()
         if self.role == "candidate":
             module = self._run_user(
@@ -256,7 +261,7 @@ class Runtime:
         structures = [tensors.describe(o, []) for o in outs]
         mutated = before is not None and fingerprint(inputs).tolist() != before
         self.kept = {"output": outs[0], "output2": outs[-1], "inputs": inputs}
-        digest = fingerprint(outs[0]).tolist() if self.job["defences"] else None
+        digest = fingerprint(outs[0]).tolist() if self.bookkeeping else None
         self.reply(
             {
                 "structures": structures,
@@ -273,7 +278,7 @@ class Runtime:
     def _forward_checked(self, model: Any, inputs: list[Any]) -> tuple[Any, bool]:
         """Forward, and whether its output changed between return and the device sync."""
         out = self._run_user("forward()", model, *inputs)
-        early = fingerprint(out) if self.guarded else None
+        early = fingerprint(out) if self.bookkeeping else None
         self._run_user("synchronising after forward()", self._sync)
         return out, early is not None and not torch.equal(early, fingerprint(out))
 
@@ -292,7 +297,7 @@ class Runtime:
             start.record()
             out = self._run_user("forward()", model, *inputs)
             end.record()
-            if self.guarded:
+            if self.bookkeeping:
                 early = fingerprint(out)
             end.synchronize()
             t1 = _perf()
@@ -303,9 +308,9 @@ class Runtime:
             t0 = _perf()
             out = self._run_user("forward()", model, *inputs)
             ms = (_perf() - t0) * 1e3
-            if self.guarded:
+            if self.bookkeeping:
                 early = fingerprint(out)
-        late = fingerprint(out) if self.job["defences"] else None
+        late = fingerprint(out) if self.bookkeeping else None
         unstable = early is not None and not torch.equal(early, late)
         self.kept = {"output": out, "inputs": inputs}
         self.reply(

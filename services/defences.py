@@ -20,9 +20,22 @@ class Violation:
     feedback: str
 
 
+# What every successful reply of a defended child carries (child_runtime.Runtime.guard_report).
+GUARD_REPORT_KEYS = ("tampered", "flags_changed", "violations")
+
+
 def guard_violations(reply: dict[str, Any]) -> list[Violation]:
     """Violations in one reply of the candidate child (each reply reports what happened since the last)."""
     found = []
+    if reply.get("ok") and not all(k in reply for k in GUARD_REPORT_KEYS):
+        found.append(
+            Violation(
+                "harness_integrity",
+                "a reply came without the guards' report: the child's reply path was replaced",
+                "Rejected: the candidate replaced how the harness replies to the evaluator. Do not touch the "
+                "harness's objects or its channel.",
+            )
+        )
     if reply.get("violations"):
         found.append(
             Violation(

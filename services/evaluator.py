@@ -553,8 +553,8 @@ class _Evaluation:
         if not self.check(
             "timing_wall_clock",
             excess <= allowed,
-            f"per-call time outside the candidate's timed window exceeds the reference's by "
-            f"{excess:.3f} ms (allowed {allowed:.3f} ms)",
+            f"per-call time outside the timed window: candidate {cand_over:.3f} ms, reference {ref_over:.3f} ms, "
+            f"excess {excess:.3f} ms (allowed {allowed:.3f} ms)",
         ):
             raise _Stop(
                 Verdict.REJECTED,

@@ -53,13 +53,25 @@ _PATH_EVENTS = _TWO_PATH_EVENTS | {
     "os.chown",
     "shutil.rmtree",
 }
+_NET_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
+_FORK_EVENTS = {"os.system", "os.fork", "os.forkpty", "pty.spawn"}
+_AUDITED = (
+    _PATH_EVENTS
+    | _NET_EVENTS
+    | _FORK_EVENTS
+    | {"open", "socket.__new__", "subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn"}
+)
 
 
 class LaunchRecorder:
-    """Counts launches of the candidate's own `@triton.jit` functions, by kernel name."""
+    """Counts launches of the candidate's own `@triton.jit` functions, by kernel name.
+
+    A CUDA graph replay launches what was captured without going through Triton's `run`, so each graph
+    remembers the kernels launched while it was captured and every replay counts them again."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self._captured: dict[int, tuple[Any, Counter[str]]] = {}
 
     def install(self) -> None:
         from triton.runtime.jit import JITFunction
@@ -71,6 +83,7 @@ class LaunchRecorder:
             classes.append(InterpretedFunction)
         for cls in classes:
             self._wrap(cls)
+        self._wrap_graphs(torch.cuda.CUDAGraph)
 
     def _wrap(self, cls: type) -> None:
         original = cls.run
@@ -85,6 +98,34 @@ class LaunchRecorder:
 
         run.__wrapped__ = original
         cls.run = run
+
+    def _wrap_graphs(self, cls: type) -> None:
+        begin, end, replay = cls.capture_begin, cls.capture_end, cls.replay
+        before: dict[int, Counter[str]] = {}
+        recorder = self
+
+        def capture_begin(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            before[id(graph)] = recorder.counts.copy()
+            return begin(graph, *args, **kwargs)
+
+        def capture_end(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            result = end(graph, *args, **kwargs)
+            # Holding the graph keeps its id from being reused by another graph.
+            recorder._captured[id(graph)] = (graph, recorder.counts - before.pop(id(graph), Counter()))
+            return result
+
+        def replay_(graph: Any, *args: Any, **kwargs: Any) -> Any:
+            result = replay(graph, *args, **kwargs)
+            recorder.counts.update(recorder._captured.get(id(graph), (None, Counter()))[1])
+            return result
+
+        for name, wrapper, original in (
+            ("capture_begin", capture_begin, begin),
+            ("capture_end", capture_end, end),
+            ("replay", replay_, replay),
+        ):
+            wrapper.__wrapped__ = original
+            setattr(cls, name, wrapper)
 
     def take(self) -> dict[str, int]:
         out = dict(self.counts)
@@ -183,6 +224,8 @@ def _critical() -> dict[str, Any]:
     from triton.runtime.jit import JITFunction
 
     items["triton.JITFunction.run"] = JITFunction.run
+    for name in ("capture_begin", "capture_end", "replay"):
+        items[f"torch.cuda.CUDAGraph.{name}"] = getattr(torch.cuda.CUDAGraph, name, None)
     return items
 
 
@@ -233,7 +276,8 @@ class AuditGuard:
         return not (full == self.private_dir or full.startswith(self.private_dir + os.sep) or full == "/dev/null")
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
-        if not self.active:
+        # The first test keeps the hook cheap on the frequent events it ignores (every read of a `__code__`).
+        if event not in _AUDITED or not self.active:
             return
         if event == "open":
             path, mode, flags = (*args, None, None, None)[:3]
@@ -254,7 +298,7 @@ class AuditGuard:
         elif event == "socket.__new__":
             if len(args) > 1 and args[1] in _NET_FAMILIES:
                 self._deny("opening a network socket")
-        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"):
+        elif event in _NET_EVENTS:
             self._deny(f"network access ({event})")
         elif event == "subprocess.Popen":
             exe = args[0] if args and args[0] else (args[1][0] if len(args) > 1 and args[1] else "")
@@ -263,7 +307,7 @@ class AuditGuard:
             self._check_spawn(args[0] if args else "")
         elif event == "os.spawn":
             self._check_spawn(args[1] if len(args) > 1 else "")
-        elif event in ("os.system", "os.fork", "os.forkpty", "pty.spawn"):
+        elif event in _FORK_EVENTS:
             self._deny(f"spawning a process ({event})")
 
     def _check_spawn(self, exe: Any) -> None:

@@ -7,12 +7,23 @@ import os
 import pytest
 import torch
 
-from services import defences, guards
+from services import child_runtime, defences, guards
 from services.hardware import peaks, roofline_floor_ms
 
 
 def test_clean_reply_has_no_violations():
     assert defences.guard_violations({"tampered": [], "flags_changed": {}, "violations": [], "unstable": False}) == []
+
+
+def test_a_reply_without_the_guard_report_is_a_replaced_reply_path(tmp_path):
+    forged = {"ok": True, "nonce": "n", "seq": 3, "ms": 0.001}
+    assert [v.code for v in defences.guard_violations(forged)] == ["harness_integrity"]
+    runtime = child_runtime.Runtime.__new__(child_runtime.Runtime)
+    runtime.snapshot, runtime.flags = guards.integrity_snapshot(), guards.numeric_flags()
+    runtime.audit = guards.AuditGuard(str(tmp_path))
+    honest = {"ok": True, **runtime.guard_report()}
+    assert set(defences.GUARD_REPORT_KEYS) <= honest.keys()
+    assert defences.guard_violations(honest) == []
 
 
 def test_each_guard_report_maps_to_its_check_code():
@@ -195,3 +206,32 @@ def test_os_removedirs_inside_the_private_directory_records_nothing(tmp_path):
         guard.active = False
     assert guard.take() == []
     assert not (tmp_path / "cache").exists()
+
+
+class _Graph:
+    """Stands in for torch.cuda.CUDAGraph, whose capture needs a GPU (tests/test_gpu.py runs the real one)."""
+
+    def capture_begin(self) -> None:
+        pass
+
+    def capture_end(self) -> None:
+        pass
+
+    def replay(self) -> None:
+        pass
+
+
+def test_graph_replay_counts_the_kernels_captured_in_it():
+    recorder = guards.LaunchRecorder()
+    recorder._wrap_graphs(_Graph)
+    graph, other = _Graph(), _Graph()
+    graph.capture_begin()
+    recorder.counts["_relu"] += 1  # what the wrapped JITFunction.run records during the capture
+    graph.capture_end()
+    assert recorder.take() == {"_relu": 1}
+    graph.replay()
+    graph.replay()
+    other.capture_begin()
+    other.capture_end()
+    other.replay()
+    assert recorder.take() == {"_relu": 2}
