@@ -55,6 +55,7 @@ def run(evaluator: Evaluator, jobs: list[tuple], options: EvalOptions) -> list[d
             "ref_ms": result.reference_runtime.median_ms if result.reference_runtime else None,
             "trials": result.candidate_runtime.trials if result.candidate_runtime else None,
             "gpu": result.environment.gpu_name,
+            "failed": [f"{c.name}: {c.detail}" for c in result.failed_checks()],
         }
         print(json.dumps(row), flush=True)
         rows.append(row)
