@@ -13,10 +13,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e ".[core,dev]"
+	$(BIN)/pip install -q -e ".[core,service,dev]"
 	touch $(STAMP)
 
-demo: $(STAMP)  ## evaluate the bundled example kernels and print verdicts (CPU when there is no GPU)
+demo: $(STAMP)  ## start Redis, the gateway and a worker; post the bundled examples; print verdicts (CPU without a GPU)
 	$(BIN)/kernelgym demo
 
 test: $(STAMP)  ## the whole test suite; GPU tests skip themselves without CUDA

@@ -63,9 +63,27 @@ class Evaluator:
         self.settings = settings or EvalSettings()
         self.pool = pool or ChildPool(self.settings)
         self._mem_pool: Any = None
+        self._current: _Evaluation | None = None
 
     def evaluate(self, problem: Problem, candidate_source: str, options: EvalOptions | None = None) -> EvalResult:
-        return _Evaluation(self, problem, candidate_source, options or EvalOptions()).run()
+        evaluation = _Evaluation(self, problem, candidate_source, options or EvalOptions())
+        self._current = evaluation
+        try:
+            return evaluation.run()
+        finally:
+            self._current = None
+
+    def cancel(self) -> bool:
+        """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` returns
+        (or raises EvaluationError) promptly. The caller knows it cancelled and discards that outcome."""
+        evaluation = self._current
+        if evaluation is None:
+            return False
+        evaluation.cancelled = True
+        for child in (evaluation.ref, evaluation.cand):
+            if child is not None:
+                child.kill()
+        return True
 
     def receive_pool(self) -> Any:
         """A private CUDA memory pool for buffers children write into, so the segments a child can map
@@ -105,6 +123,7 @@ class _Evaluation:
         self.runtimes: dict[str, RuntimeStats] = {}
         self.ref: Child | None = None
         self.cand: Child | None = None
+        self.cancelled = False
         self.thread_baseline: set[int] = set()
         self.passed_rechecks = 0
         self.defended = self.s.defences
@@ -289,6 +308,8 @@ class _Evaluation:
         t = time.monotonic()
         self.ref = self.ev.pool.acquire(self.device)
         self.cand = self.ev.pool.acquire(self.device)
+        if self.cancelled:
+            raise EvaluationError("cancelled")
         deadline = t + self.s.child_start_timeout_s
         job = {
             "nonce": self.nonce,

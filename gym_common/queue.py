@@ -1,0 +1,42 @@
+"""The Celery application both sides build: the gateway to send tasks, the workers to run them.
+
+Redis broker, late acknowledgement, one task at a time per worker. Results do not go through Celery: the
+task writes them into the job record (gym_common.jobs), which has its own TTL; the broker carries job ids.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from gym_common.jobs import PRIORITIES, queue_name
+from gym_common.settings import ServiceSettings
+
+
+def make_celery(settings: ServiceSettings) -> Celery:
+    app = Celery("kernelgym", broker=settings.redis_url)
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        # Late acknowledgement: a task whose worker dies is redelivered; the job record counts deliveries
+        # (gym_common.settings.max_attempts) so a candidate that keeps killing workers ends as `crashed`.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_concurrency=1,
+        task_time_limit=settings.task_time_limit_s,
+        task_soft_time_limit=max(5, settings.task_time_limit_s - 30),
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            # Queues are listed high to low; take from the first that has work.
+            "queue_order_strategy": "priority",
+        },
+        task_default_queue=queue_name(settings.default_device_class, "normal"),
+        worker_hijack_root_logger=False,
+    )
+    return app
+
+
+def worker_queues(device_class: str) -> list[str]:
+    return [queue_name(device_class, p) for p in PRIORITIES]

@@ -1,0 +1,70 @@
+"""Service settings, read once from `KERNELGYM_*` environment variables (the evaluation core's own
+settings are `services.settings.EvalSettings`, under the same prefix)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEVICE_CLASS = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+
+
+class ServiceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KERNELGYM_", extra="ignore")
+
+    # Shared by the gateway and the workers.
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="Broker, job store and cache.")
+    key_prefix: str = Field("kg", pattern=r"^[A-Za-z0-9_.-]+$", description="Namespace of every Redis key.")
+    job_ttl_s: int = Field(86_400, ge=60, description="How long a job record and its result are kept.")
+    cache_ttl_s: int = Field(7 * 86_400, ge=0, description="How long identical requests reuse a result; 0: never.")
+    problems_dir: str | None = Field(None, description="KernelBench-layout problem set; the bundled one if unset.")
+
+    # Gateway.
+    host: str = Field("127.0.0.1", description="Address `kernelgym serve` binds.")
+    port: int = Field(8000, ge=1, le=65535)
+    api_key_hashes: list[str] = Field(
+        default_factory=list, description="SHA-256 hex digests of the accepted API keys (`kernelgym hash-key`)."
+    )
+    dev_mode: bool = Field(False, description="Accept requests without a key; refused on a non-loopback address.")
+    rate_limit_per_minute: int = Field(600, ge=1, description="Requests per API key per minute.")
+    max_queued_per_key: int = Field(2_000, ge=1, description="Unfinished evaluations one API key may hold.")
+    wait_default_s: float = Field(60.0, ge=0, description="How long POST /evaluate waits for a result by default.")
+    wait_max_s: float = Field(300.0, ge=0, description="Upper bound on a request's `wait`.")
+    batch_max: int = Field(256, ge=1, description="Most evaluations in one POST /evaluate/batch.")
+    default_device_class: str = Field("cpu", description="Queue family when a request names none, e.g. `h100`.")
+
+    # Workers.
+    device_class: str = Field("cpu", description="What this worker serves: `cpu` or a GPU type such as `h100`.")
+    max_attempts: int = Field(3, ge=1, description="Deliveries of one evaluation before it is declared crashed.")
+    task_time_limit_s: int = Field(1_200, ge=10, description="Hard limit on one task (the core has per-phase ones).")
+    visibility_timeout_s: int = Field(
+        3_600, ge=10, description="Unacknowledged tasks of a vanished worker are redelivered after this."
+    )
+    heartbeat_s: float = Field(5.0, gt=0, description="How often a worker renews its liveness key.")
+    quarantine_after: int = Field(3, ge=1, description="Consecutive infrastructure failures that quarantine a GPU.")
+
+    @field_validator("default_device_class", "device_class")
+    @classmethod
+    def _device_class(cls, value: str) -> str:
+        if not DEVICE_CLASS.match(value):
+            raise ValueError("a device class is 1-32 of a-z, 0-9, '_' and '-', e.g. `cpu` or `h100`")
+        return value
+
+    @field_validator("api_key_hashes")
+    @classmethod
+    def _hashes(cls, value: list[str]) -> list[str]:
+        for h in value:
+            if not re.fullmatch(r"[0-9a-f]{64}", h):
+                raise ValueError("api_key_hashes holds SHA-256 hex digests (64 lowercase hex characters)")
+        return value
+
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False

@@ -1,0 +1,1 @@
+"""Celery workers that run evaluations with the evaluation core, one process per GPU."""

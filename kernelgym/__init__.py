@@ -1,0 +1,1 @@
+"""The `kernelgym` command line and the local stack it can start (Redis, gateway, workers)."""

@@ -1,0 +1,5 @@
+import sys
+
+from kernelgym.cli import main
+
+sys.exit(main())

@@ -1,0 +1,96 @@
+"""`kernelgym`: evaluate kernels from the command line, run the service, or try the whole stack locally.
+
+kernelgym eval ...        one evaluation in this process (see `kernelgym eval --help`)
+kernelgym demo            start Redis, a gateway and a worker locally, post the bundled examples, print verdicts
+kernelgym demo --in-process   the same examples through the evaluation core directly
+kernelgym serve           the HTTP gateway
+kernelgym worker          a worker for one device
+kernelgym hash-key KEY    the digest to put in KERNELGYM_API_KEY_HASHES
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kernelgym", description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("eval", help="evaluate one candidate against one reference", add_help=False)
+    demo = sub.add_parser("demo", help="evaluate the bundled examples through a local service")
+    demo.add_argument("--in-process", action="store_true", help="use the evaluation core directly, no service")
+    demo.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available, else cpu")
+    serve = sub.add_parser("serve", help="run the HTTP gateway (settings from KERNELGYM_* variables)")
+    serve.add_argument("--loglevel", default="INFO")
+    worker = sub.add_parser("worker", help="run a worker for one device")
+    worker.add_argument("--device-class", help="`cpu` or a GPU type such as `h100` (default: settings)")
+    worker.add_argument("--gpu", type=int, help="GPU index to pin with CUDA_VISIBLE_DEVICES")
+    worker.add_argument("--name", help="Celery node name (default: derived from class, GPU and pid)")
+    worker.add_argument("--loglevel", default="INFO")
+    key = sub.add_parser("hash-key", help="print the SHA-256 digest of an API key")
+    key.add_argument("key")
+    return parser
+
+
+def service_demo(device: str | None) -> int:
+    from gym_client import KernelGymClient
+    from kernelgym.stack import LocalStack
+    from services.problems import bundled_kernel, bundled_problems
+
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device_class = "cpu" if device == "cpu" else "gpu"
+    problems = bundled_problems()
+    with LocalStack(device_class=device_class) as stack:
+        print(f"starting Redis, the gateway and a {device_class} worker (logs in {stack.dir}) ...", flush=True)
+        stack.start_redis()
+        stack.start_gateway()
+        stack.start_worker()
+        stack.wait_ready()
+        print(f"gateway at {stack.base_url}; posting {len(problems.ids())} bundled examples", flush=True)
+        with KernelGymClient(stack.base_url, timeout=60) as gym:
+            items = [gym.submission(bundled_kernel(i).read_text(), problem_id=i) for i in problems.ids()]
+            for evaluation in gym.evaluate_batch(items):
+                done = gym.wait(evaluation.id, timeout=600)
+                speedup = f"  speedup {done.speedup:.3f}x" if done.speedup else ""
+                print(f"{done.result['problem'] if done.result else done.id}: {done.verdict or done.status}{speedup}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["eval"]:
+        from services.cli import main as core_main
+
+        return core_main(argv)
+    args = _parser().parse_args(argv)
+    if args.command == "demo":
+        if args.in_process:
+            from services.cli import main as core_main
+
+            return core_main(["demo", *(["--device", args.device] if args.device else [])])
+        return service_demo(args.device)
+    if args.command == "serve":
+        from gym_api.serve import UnsafeConfiguration, serve
+        from gym_common.settings import ServiceSettings
+
+        try:
+            serve(ServiceSettings(), args.loglevel)
+        except UnsafeConfiguration as exc:
+            print(f"kernelgym serve: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "worker":
+        from gym_common.settings import ServiceSettings
+        from gym_worker.run import run_worker
+
+        run_worker(args.device_class or ServiceSettings().device_class, args.gpu, args.name, args.loglevel)
+        return 0
+    print(hashlib.sha256(args.key.encode()).hexdigest())
+    return 0

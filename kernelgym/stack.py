@@ -1,0 +1,157 @@
+"""A whole KernelGym service on one machine: a private Redis from the system package on a free port, the
+gateway and workers, each its own process. Used by `kernelgym demo` and by the test suite."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
+    """Signal a process group started with start_new_session=True, then kill what is left."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+class LocalStack:
+    def __init__(self, workdir: Path | None = None, device_class: str = "cpu", env: dict[str, str] | None = None):
+        self.own_dir = workdir is None
+        self.dir = Path(workdir or tempfile.mkdtemp(prefix="kernelgym-stack-"))
+        self.device_class = device_class
+        self.extra_env = env or {}
+        self.redis_port = free_port()
+        self.gateway_port = free_port()
+        self.redis_proc: subprocess.Popen | None = None
+        self.gateway_proc: subprocess.Popen | None = None
+        self.workers: list[subprocess.Popen] = []
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/0"
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            {
+                "KERNELGYM_REDIS_URL": self.redis_url,
+                "KERNELGYM_HOST": "127.0.0.1",
+                "KERNELGYM_PORT": str(self.gateway_port),
+                "KERNELGYM_DEFAULT_DEVICE_CLASS": self.device_class,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.update(self.extra_env)
+        env.update(extra)
+        return env
+
+    def _spawn(self, args: list[str], log_name: str, env: dict[str, str]) -> subprocess.Popen:
+        log = open(self.dir / log_name, "ab")  # noqa: SIM115 (the process owns it for its lifetime)
+        try:
+            return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        finally:
+            log.close()
+
+    # -- Redis ----------------------------------------------------------------------------------------
+    def start_redis(self, timeout: float = 20.0) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise RuntimeError("redis-server is not installed (e.g. `apt-get install redis-server`)")
+        data = self.dir / "redis"
+        data.mkdir(exist_ok=True)
+        args = [exe, "--port", str(self.redis_port), "--bind", "127.0.0.1", "--dir", str(data)]
+        args += ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+        self.redis_proc = self._spawn(args, "redis.log", dict(os.environ))
+        client = redis.Redis.from_url(self.redis_url)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                if self.redis_proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"redis-server did not start; see {self.dir / 'redis.log'}") from None
+                time.sleep(0.05)
+
+    def stop_redis(self, sig: int = signal.SIGTERM) -> None:
+        if self.redis_proc is not None:
+            _stop(self.redis_proc, sig)
+
+    # -- gateway and workers -------------------------------------------------------------------------
+    def start_gateway(self, timeout: float = 60.0, **env: str) -> None:
+        env.setdefault("KERNELGYM_DEV_MODE", "true")
+        args = [sys.executable, "-m", "kernelgym", "serve"]
+        self.gateway_proc = self._spawn(args, "gateway.log", self.env(**env))
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if httpx.get(self.base_url + "/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if self.gateway_proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the gateway did not start; see {self.dir / 'gateway.log'}")
+            time.sleep(0.1)
+
+    def start_worker(self, gpu: int | None = None, **env: str) -> subprocess.Popen:
+        n = len(self.workers)
+        args = [sys.executable, "-m", "kernelgym", "worker", "--device-class", self.device_class]
+        args += ["--name", f"w{n}-{self.device_class}@local"]
+        if gpu is not None:
+            args += ["--gpu", str(gpu)]
+        proc = self._spawn(args, f"worker{n}.log", self.env(**env))
+        self.workers.append(proc)
+        return proc
+
+    def wait_ready(self, workers: int = 1, timeout: float = 120.0) -> None:
+        """Until `workers` workers have a heartbeat in Redis (they then have warm evaluation children)."""
+        client = redis.Redis.from_url(self.redis_url)
+        deadline = time.monotonic() + timeout
+        while len(list(client.scan_iter(match="*:worker:*"))) < workers:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{workers} worker(s) did not come up; see the logs in {self.dir}")
+            if all(w.poll() is not None for w in self.workers):
+                raise RuntimeError(f"every worker exited; see the logs in {self.dir}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        for proc in [*self.workers, self.gateway_proc]:
+            if proc is not None:
+                _stop(proc)
+        self.stop_redis()
+        if self.own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> LocalStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
