@@ -59,7 +59,7 @@ _AUDITED = (
     _PATH_EVENTS
     | _NET_EVENTS
     | _FORK_EVENTS
-    | {"open", "socket.__new__", "subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn"}
+    | {"open", "socket.__new__", "subprocess.Popen", "os.posix_spawn", "os.exec", "os.spawn", "os.kill", "os.killpg"}
 )
 
 
@@ -309,6 +309,8 @@ class AuditGuard:
             self._check_spawn(args[1] if len(args) > 1 else "")
         elif event in _FORK_EVENTS:
             self._deny(f"spawning a process ({event})")
+        elif event in ("os.kill", "os.killpg") and args and args[0] not in (0, os.getpid()):
+            self._deny(f"signalling another process ({event})")
 
     def _check_spawn(self, exe: Any) -> None:
         """Only the toolchain may run, and not from the private directory: a script the candidate wrote there

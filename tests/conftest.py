@@ -50,3 +50,29 @@ def undefended() -> Iterator:
 
     with Evaluator(EvalSettings(correctness_trials=2, defences=False, warm_children=1)) as ev:
         yield ev
+
+
+# -- the service: real Redis, real Celery worker processes, real HTTP ------------------------------------
+WORKER_ENV = {"KERNELGYM_CORRECTNESS_TRIALS": "2", "KERNELGYM_WARM_CHILDREN": "2"}
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory) -> Iterator:
+    """Redis, a development-mode gateway and two CPU workers, shared by the API tests."""
+    from kernelgym.stack import LocalStack
+
+    with LocalStack(tmp_path_factory.mktemp("stack"), env=WORKER_ENV) as s:
+        s.start_redis()
+        s.start_gateway()
+        s.start_worker()
+        s.start_worker()
+        s.wait_ready(workers=2)
+        yield s
+
+
+@pytest.fixture
+def gym(stack) -> Iterator:
+    from gym_client import KernelGymClient
+
+    with KernelGymClient(stack.base_url, timeout=30) as client:
+        yield client

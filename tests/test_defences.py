@@ -149,6 +149,7 @@ def test_audit_allows_writes_inside_the_private_directory(audit, tmp_path):
         ("subprocess.Popen", ("pip", ["pip", "install", "x"], None, None), "spawning a process (pip)"),
         ("os.system", (b"ls",), "spawning a process"),
         ("os.fork", (), "spawning a process"),
+        ("os.kill", (1, 9), "signalling another process"),
     ],
 )
 def test_audit_denies_and_records(audit, event, args, expect):
