@@ -42,6 +42,7 @@ class LocalStack:
     def __init__(self, workdir: Path | None = None, device_class: str = "cpu", env: dict[str, str] | None = None):
         self.own_dir = workdir is None
         self.dir = Path(workdir or tempfile.mkdtemp(prefix="kernelgym-stack-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.device_class = device_class
         self.extra_env = env or {}
         self.redis_port = free_port()

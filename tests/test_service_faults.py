@@ -1,0 +1,115 @@
+"""Faults of the service's parts, each against its own live stack: a worker killed mid-evaluation, a
+candidate that keeps killing its worker, Redis restarted with evaluations queued."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+import redis
+from conftest import WORKER_ENV
+from helpers import bundled_source, relu_candidate
+
+from gym_client import KernelGymClient
+from kernelgym.stack import LocalStack
+
+RELU = "level1/1_ReLU"
+
+
+@pytest.fixture
+def make_stack(tmp_path):
+    stacks: list[LocalStack] = []
+
+    def make(**env: str) -> LocalStack:
+        s = LocalStack(tmp_path / f"stack{len(stacks)}", env={**WORKER_ENV, **env})
+        stacks.append(s)
+        s.start_redis()
+        s.start_gateway()
+        return s
+
+    yield make
+    for s in stacks:
+        s.close()
+
+
+def count_finishes(stack: LocalStack, job_id: str) -> tuple[threading.Thread, list[str]]:
+    """Every publication of the job's final status, from now on."""
+    seen: list[str] = []
+    pubsub = redis.Redis.from_url(stack.redis_url).pubsub()
+    pubsub.subscribe(f"kg:done:{job_id}")
+
+    def listen() -> None:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                message = pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+            except redis.RedisError:  # the stack is gone
+                return
+            if message:
+                seen.append(message["data"].decode())
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    return thread, seen
+
+
+def wait_until_running(gym: KernelGymClient, job_id: str, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while (ev := gym.get(job_id)).status != "running":
+        assert time.monotonic() < deadline, f"never started: {ev.status}"
+        time.sleep(0.1)
+    return ev.raw
+
+
+def test_worker_killed_mid_evaluation_is_redelivered_and_completes_exactly_once(make_stack):
+    stack = make_stack()
+    stack.start_worker()
+    stack.wait_ready()
+    slow = relu_candidate("import time\ntime.sleep(0.5)\nreturn triton_relu(x)") + f"# {uuid.uuid4().hex}\n"
+    with KernelGymClient(stack.base_url, timeout=30) as gym:
+        ev = gym.evaluate(slow, problem_id=RELU, wait=0)
+        _, finishes = count_finishes(stack, ev.id)
+        wait_until_running(gym, ev.id)
+        job = redis.Redis.from_url(stack.redis_url).hgetall(f"kg:job:{ev.id}")
+        pool_pid = int(job[b"worker"].decode().rsplit(":", 1)[1])
+        os.kill(pool_pid, signal.SIGKILL)  # the Celery pool process running the task
+        final = gym.wait(ev.id, timeout=300)
+        assert final.status == "done" and final.verdict == "passed"
+        assert final.raw["attempts"] == 2
+        time.sleep(1.0)
+        assert finishes == ["done"]
+
+
+def test_a_candidate_that_keeps_killing_its_worker_ends_crashed(make_stack):
+    # With the defences off nothing stops the candidate from signalling its parent, the worker process.
+    stack = make_stack(KERNELGYM_DEFENCES="false", KERNELGYM_MAX_ATTEMPTS="2")
+    stack.start_worker()
+    stack.wait_ready()
+    poison = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + relu_candidate("return triton_relu(x)")
+    with KernelGymClient(stack.base_url, timeout=30) as gym:
+        ev = gym.evaluate(poison, problem_id=RELU, wait=0)
+        final = gym.wait(ev.id, timeout=400)
+        assert final.status == "done" and final.verdict == "crashed"
+        assert "2 attempts" in final.feedback
+        # The worker survives its poison and serves the next evaluation.
+        after = gym.evaluate(bundled_source(RELU), problem_id=RELU, wait=200)
+        assert after.verdict == "passed"
+
+
+def test_queued_evaluations_survive_a_redis_restart(make_stack):
+    stack = make_stack()
+    with KernelGymClient(stack.base_url, timeout=30) as gym:
+        queued = [
+            gym.evaluate(bundled_source(RELU) + f"# {uuid.uuid4().hex}\n", problem_id=RELU, wait=0) for _ in range(3)
+        ]
+        assert {e.status for e in queued} == {"queued"}
+        stack.stop_redis()
+        stack.start_redis()  # same port and data directory: the append-only file is replayed
+        stack.start_worker()
+        stack.wait_ready()
+        finals = [gym.wait(e.id, timeout=300) for e in queued]
+        assert [f.verdict for f in finals] == ["passed"] * 3
