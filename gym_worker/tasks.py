@@ -20,6 +20,7 @@ from celery.signals import worker_process_init, worker_process_shutdown
 from gym_common.jobs import DURATION_BUCKETS, FINAL, FINISH_SCRIPT, TASK_NAME, JobRecord, JobStatus, Keys, finish_call
 from gym_common.queue import make_celery, worker_queues
 from gym_common.settings import ServiceSettings
+from gym_worker.health import device_fault
 from services.evaluator import EvaluationError, Evaluator, environment
 from services.problems import Problem
 from services.schema import EvalResult, Verdict
@@ -116,9 +117,10 @@ class WorkerState:
             if self.finish(job, JobStatus.DONE, outcome):
                 self.record_stats(outcome, time.monotonic() - t0)
         else:
-            self.infra_failures += 1
-            if self.infra_failures >= self.s.quarantine_after and self.device == "cuda":
-                self.quarantine()
+            if device_fault(outcome):
+                self.infra_failures += 1
+                if self.infra_failures >= self.s.quarantine_after and self.device == "cuda":
+                    self.quarantine()
             self.finish(job, JobStatus.FAILED, error=outcome)
         log.info("evaluation finished", extra={"evaluation_id": job_id, "cancelled": cancelled})
 
