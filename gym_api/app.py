@@ -19,7 +19,7 @@ from gym_api.metrics import Metrics
 from gym_api.models import BatchBody, BatchResult, ErrorBody, EvaluateBody, Evaluation, ProblemInfo
 from gym_api.security import enforce_rate, owner_of
 from gym_api.store import JobStore, Waiters
-from gym_common.jobs import FINAL, TASK_NAME, JobRecord, JobStatus, Keys, Submission, queue_name
+from gym_common.jobs import FINAL, TASK_NAME, JobRecord, JobStatus, Keys, Submission
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
 from services.problems import ProblemError, ProblemSet, bundled_problems, check_reference_source
@@ -148,7 +148,7 @@ class Gateway:
                 TASK_NAME,
                 args=[job.id],
                 task_id=job.id,
-                queue=queue_name(job.device_class, job.priority),
+                queue=self.keys.queue(job.device_class, job.priority),
             )
         except Exception as exc:
             await self.store.fail(job, f"could not enqueue: {exc}")

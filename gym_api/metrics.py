@@ -12,7 +12,7 @@ from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
-from gym_common.jobs import DURATION_BUCKETS, PRIORITIES, Keys, queue_name
+from gym_common.jobs import DURATION_BUCKETS, Keys
 
 
 class ClusterCollector:
@@ -30,8 +30,8 @@ class ClusterCollector:
         classes = set(device_classes) | {w.get("device_class", "") for w in workers}
         depths = {}
         for dc in sorted(c for c in classes if c):
-            for p in PRIORITIES:
-                depths[(dc, p)] = await r.llen(queue_name(dc, p))
+            for queue in keys.queues(dc):
+                depths[queue] = await r.llen(queue)
         self.snapshot = {
             "workers": workers,
             "depths": depths,
@@ -45,8 +45,8 @@ class ClusterCollector:
         if not snap:
             return
         depth = GaugeMetricFamily("kernelgym_queue_depth", "Evaluations waiting per queue", labels=["queue"])
-        for (dc, p), n in snap["depths"].items():
-            depth.add_metric([queue_name(dc, p)], n)
+        for queue, n in snap["depths"].items():
+            depth.add_metric([queue], n)
         yield depth
         alive = GaugeMetricFamily(
             "kernelgym_workers_alive", "Workers with a fresh heartbeat", labels=["device_class", "quarantined"]

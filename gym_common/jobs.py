@@ -72,9 +72,13 @@ class Keys:
     def cache_hits(self) -> str:
         return f"{self.p}:stats:cache_hits"
 
+    def queue(self, device_class: str, priority: Priority) -> str:
+        """The Celery queue (a Redis list) for a device class and priority."""
+        return f"{self.p}.{device_class}.{priority}"
 
-def queue_name(device_class: str, priority: Priority) -> str:
-    return f"kg.{device_class}.{priority}"
+    def queues(self, device_class: str) -> list[str]:
+        """A worker's queues, highest priority first."""
+        return [self.queue(device_class, p) for p in PRIORITIES]
 
 
 # Buckets (seconds) of the evaluation-duration histogram the workers keep in Redis.

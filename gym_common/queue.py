@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from gym_common.jobs import PRIORITIES, queue_name
+from gym_common.jobs import Keys
 from gym_common.settings import ServiceSettings
 
 
@@ -32,11 +32,7 @@ def make_celery(settings: ServiceSettings) -> Celery:
             # Queues are listed high to low; take from the first that has work.
             "queue_order_strategy": "priority",
         },
-        task_default_queue=queue_name(settings.default_device_class, "normal"),
+        task_default_queue=Keys(settings.key_prefix).queue(settings.default_device_class, "normal"),
         worker_hijack_root_logger=False,
     )
     return app
-
-
-def worker_queues(device_class: str) -> list[str]:
-    return [queue_name(device_class, p) for p in PRIORITIES]

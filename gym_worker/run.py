@@ -13,11 +13,11 @@ def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: s
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if device_class == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    from gym_common.jobs import Keys
     from gym_common.logs import configure_json_logging
 
     configure_json_logging(loglevel)
-    from gym_common.queue import worker_queues
-    from gym_worker.tasks import app
+    from gym_worker.tasks import app, settings
 
     node = name or f"{device_class}{'' if gpu is None else f'-gpu{gpu}'}-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(
@@ -25,7 +25,7 @@ def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: s
             "worker",
             "--pool=prefork",
             "--concurrency=1",
-            f"--queues={','.join(worker_queues(device_class))}",
+            f"--queues={','.join(Keys(settings.key_prefix).queues(device_class))}",
             f"--hostname={node}",
             f"--loglevel={loglevel}",
             "--without-gossip",

@@ -18,7 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import worker_process_init, worker_process_shutdown
 
 from gym_common.jobs import DURATION_BUCKETS, FINAL, FINISH_SCRIPT, TASK_NAME, JobRecord, JobStatus, Keys, finish_call
-from gym_common.queue import make_celery, worker_queues
+from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
 from gym_worker.health import device_fault
 from services.evaluator import EvaluationError, Evaluator, environment
@@ -184,7 +184,7 @@ class WorkerState:
         """Repeated infrastructure failures on this GPU: stop taking work and say so in the heartbeat."""
         self.quarantined = True
         log.error("GPU quarantined after %d consecutive failures", self.infra_failures)
-        for queue in worker_queues(self.s.device_class):
+        for queue in self.keys.queues(self.s.device_class):
             app.control.cancel_consumer(queue, destination=[self.node])
 
 
