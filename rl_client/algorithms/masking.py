@@ -1,0 +1,19 @@
+"""Which turns take part in the loss and the baselines."""
+
+from __future__ import annotations
+
+import torch
+
+
+def failure_after_success_mask(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """`mask` with "failure after success" removed: once a trajectory has a turn with reward > 0, its later
+    turns with reward ≤ 0 leave the loss (and, as in Dr. Kernel, the baselines)."""
+    if rewards.shape != mask.shape or mask.dtype is not torch.bool:
+        raise ValueError("rewards and a bool mask of the same [B, T] shape are required")
+    succeeded = torch.zeros(rewards.shape[0], dtype=torch.bool, device=rewards.device)
+    out = mask.clone()
+    for t in range(rewards.shape[1]):
+        live = mask[:, t]
+        out[:, t] = live & ~(succeeded & (rewards[:, t] <= 0))
+        succeeded |= live & (rewards[:, t] > 0)
+    return out
