@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e ".[core,service,dev]"
+	$(BIN)/pip install -q -e ".[core,service,rl,dev]"
 	touch $(STAMP)
 
 demo: $(STAMP)  ## start Redis, the gateway and a worker; post the bundled examples; print verdicts (CPU without a GPU)

@@ -1,0 +1,65 @@
+"""Multi-turn episodes: the model answers, the service scores, its feedback becomes the next prompt. Every
+turn is evaluated (no early stop), as in Dr. Kernel; the backend only supplies `generate`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rl_client.data import Problem
+from rl_client.prompts import SYSTEM, first_turn, next_turn
+from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
+
+Messages = list[dict[str, str]]
+# A batch of chat histories in, one answer per history out.
+Generate = Callable[[list[Messages]], list[str]]
+
+
+@dataclass
+class Turn:
+    prompt: Messages  # the history the answer was generated from
+    answer: str
+    outcome: TurnOutcome
+
+
+@dataclass
+class Episode:
+    problem: Problem
+    group: str  # episodes of one prompt share a group (TRLOO's baseline)
+    turns: list[Turn] = field(default_factory=list)
+
+    def messages(self, feedback_chars: int) -> Messages:
+        msgs: Messages = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": first_turn(self.problem.reference)},
+        ]
+        for turn in self.turns:
+            msgs.append({"role": "assistant", "content": turn.answer})
+            msgs.append({"role": "user", "content": next_turn(turn.outcome.feedback, feedback_chars)})
+        return msgs
+
+
+def run_episodes(
+    problems: list[Problem],
+    samples: int,
+    generate: Generate,
+    scorer: ServiceScorer,
+    max_turns: int = 3,
+    feedback_chars: int = 2000,
+) -> list[Episode]:
+    """`samples` episodes per problem, `max_turns` turns each; generation and scoring are batched per turn."""
+    episodes = [Episode(p, group=f"{p.id}") for p in problems for _ in range(samples)]
+    for _ in range(max_turns):
+        histories = [ep.messages(feedback_chars) for ep in episodes]
+        answers = generate(histories)
+        if len(answers) != len(episodes):
+            raise ValueError(f"generate returned {len(answers)} answers for {len(episodes)} histories")
+        outcomes = scorer.score(
+            [
+                ScoreJob(ep.problem.problem_id, ep.problem.inline_reference, a)
+                for ep, a in zip(episodes, answers, strict=True)
+            ]
+        )
+        for ep, history, answer, outcome in zip(episodes, histories, answers, outcomes, strict=True):
+            ep.turns.append(Turn(history, answer, outcome))
+    return episodes
