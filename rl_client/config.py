@@ -1,0 +1,97 @@
+"""The training configuration (`kernelgym-rl train --config FILE`, YAML), validated up front."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class ServiceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = "http://127.0.0.1:8000"
+    api_key: str | None = Field(None, description="Or set KERNELGYM_API_KEY.")
+    device_class: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict, description="EvalOptions for every evaluation.")
+    timeout_s: float = Field(1800.0, gt=0, description="Deadline of one evaluation; then it scores 0.")
+    batch_size: int = Field(64, ge=1)
+    concurrency: int = Field(32, ge=1)
+
+
+class ProblemsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: Literal["service", "kernelbench", "parquet"] = "service"
+    path: str | None = Field(None, description="Directory (kernelbench) or file (parquet).")
+    ids: list[str] | None = None
+    reference_column: str = "reference"
+    id_column: str | None = None
+
+    @model_validator(mode="after")
+    def _path(self) -> ProblemsConfig:
+        if self.source != "service" and not self.path:
+            raise ValueError(f"problems.path is required for source {self.source!r}")
+        return self
+
+
+class RewardConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "drkernel-pr"
+    version: int = 1
+    correct_weight: float = 0.5
+    speedup_weight: float = 0.5
+    speedup_cap: float = 3.0
+    coverage_weight: float = 0.5
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(description="A Hugging Face model directory or id available locally.")
+    gguf_file: str | None = Field(None, description="Load the model from this GGUF file inside `model`.")
+    device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    service: ServiceConfig = Field(default_factory=ServiceConfig)
+    problems: ProblemsConfig = Field(default_factory=ProblemsConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+
+    steps: int = Field(10, ge=1)
+    prompts_per_step: int = Field(16, ge=1)
+    samples_per_prompt: int = Field(16, ge=1)
+    max_turns: int = Field(3, ge=1)
+    max_new_tokens: int = Field(8192, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    feedback_chars: int = Field(2000, ge=100)
+
+    lr: float = Field(1e-6, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float = Field(1.0, gt=0)
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.28, ge=0)
+    dual_clip: float = Field(3.0, gt=1)
+    loss_scale: float = Field(1000.0, gt=0, description="seq-mean-token-sum divided by this (Dr. Kernel: 1000).")
+    gamma: float = Field(1.0, ge=0, le=1)
+    advantage: Literal["trloo", "grpo"] = "trloo"
+
+    mrs: bool = True
+    mrs_low: float = 0.999
+    mrs_high: float = 1.001
+    mrs_token_veto: float = 1e-4
+    prs: bool = True
+    prs_threshold: float = 0.3
+    prs_ramp: float = Field(0.1, gt=0)
+    mask_failure_after_success: bool = True
+
+    seed: int = 0
+    out_dir: str = "runs/kernelgym-rl"
+    checkpoint_every: int = Field(0, ge=0, description="Save the model every N steps (0: only at the end).")
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainConfig:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+        return cls.model_validate(data)

@@ -1,0 +1,200 @@
+"""One training step of the local backend: multi-turn rollout against the service, TRLOO advantages,
+failure-after-success masking, PRS and MRS, then one PPO-clip update (asymmetric clip, dual clip,
+sequence-mean of token sums) — the Dr. Kernel recipe on a single device."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rl_client.algorithms import (
+    failure_after_success_mask,
+    grpo_advantages,
+    mismatch_rejection,
+    prs_keep,
+    trloo_advantages,
+)
+from rl_client.config import TrainConfig
+from rl_client.data import Problem
+from rl_client.local.policy import LocalPolicy, Sample
+from rl_client.rollout import Episode, run_episodes
+from rl_client.scoring import ServiceScorer
+
+
+@dataclass
+class Batch:
+    """The rollout of one step, as tensors: [B, T] per turn, samples[t][i] the tokens of episode i, turn t."""
+
+    episodes: list[Episode]
+    samples: list[list[Sample]]
+    rewards: torch.Tensor
+    correct: torch.Tensor
+    coverage: torch.Tensor
+    speedup: torch.Tensor
+    rejected: torch.Tensor
+
+
+def policy_loss(
+    new: torch.Tensor, old: torch.Tensor, advantage: float, clip_low: float, clip_high: float, dual_clip: float
+) -> torch.Tensor:
+    """Per-token PPO-clip loss with asymmetric clipping and, for negative advantages, the dual clip."""
+    ratio = torch.exp(new - old)
+    loss = torch.maximum(-advantage * ratio, -advantage * ratio.clamp(1 - clip_low, 1 + clip_high))
+    if advantage < 0:
+        loss = torch.minimum(loss, torch.full_like(loss, -advantage * dual_clip))
+    return loss
+
+
+class LocalTrainer:
+    def __init__(self, cfg: TrainConfig, policy: LocalPolicy, scorer: ServiceScorer, optimizer: Any):
+        self.cfg = cfg
+        self.policy = policy
+        self.scorer = scorer
+        self.optimizer = optimizer
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.mrs_kept = 1.0  # share of trajectories the last step's MRS kept
+
+    def rollout(self, problems: list[Problem]) -> tuple[Batch, dict[str, float]]:
+        samples: list[list[Sample]] = []
+        gen_s = 0.0
+
+        def generate(histories: list[list[dict[str, str]]]) -> list[str]:
+            nonlocal gen_s
+            t0 = time.monotonic()
+            answers, turn_samples = self.policy.generate(histories)
+            gen_s += time.monotonic() - t0
+            samples.append(turn_samples)
+            return answers
+
+        t0 = time.monotonic()
+        episodes = run_episodes(
+            problems,
+            self.cfg.samples_per_prompt,
+            generate,
+            self.scorer,
+            self.cfg.max_turns,
+            self.cfg.feedback_chars,
+        )
+        total_s = time.monotonic() - t0
+
+        def per_turn(fn: Any, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+            return torch.tensor([[fn(turn.outcome) for turn in ep.turns] for ep in episodes], dtype=dtype)
+
+        batch = Batch(
+            episodes=episodes,
+            samples=samples,
+            rewards=per_turn(lambda o: o.reward.reward),
+            correct=per_turn(lambda o: o.correct, torch.bool),
+            coverage=per_turn(lambda o: math.nan if o.coverage is None else o.coverage),
+            speedup=per_turn(lambda o: math.nan if o.speedup is None else o.speedup),
+            rejected=per_turn(lambda o: o.verdict == "rejected", torch.bool),
+        )
+        return batch, {"time/generate_s": gen_s, "time/score_s": total_s - gen_s}
+
+    def step(self, problems: list[Problem]) -> dict[str, float]:
+        cfg = self.cfg
+        batch, metrics = self.rollout(problems)
+        exists = torch.ones_like(batch.correct)
+        base = failure_after_success_mask(batch.rewards, exists) if cfg.mask_failure_after_success else exists
+        groups = [ep.group for ep in batch.episodes]
+        estimator = trloo_advantages if cfg.advantage == "trloo" else grpo_advantages
+        adv = estimator(batch.rewards, base, groups, cfg.gamma)
+        loss_mask = base.clone()
+        if cfg.prs:
+            loss_mask &= prs_keep(batch.correct, batch.coverage, cfg.prs_threshold, cfg.prs_ramp, self.generator)
+        t0 = time.monotonic()
+        old, keep = self._old_logprobs_and_mrs(batch)
+        metrics.update(self._update(batch, adv, loss_mask, old, keep))
+        metrics["time/update_s"] = time.monotonic() - t0
+        metrics.update(self._rollout_metrics(batch, base, loss_mask, adv))
+        return metrics
+
+    @torch.no_grad()
+    def _old_logprobs_and_mrs(self, batch: Batch) -> tuple[list[list[torch.Tensor]], list[list[torch.Tensor]]]:
+        """π_old per turn (recomputed by the training forward) and, with MRS, which tokens survive it."""
+        self.policy.model.eval()
+        old = [[self.policy.token_logprobs(s).cpu() for s in turn] for turn in batch.samples]
+        keep = [[torch.ones(len(s.response_ids), dtype=torch.bool) for s in turn] for turn in batch.samples]
+        if not self.cfg.mrs:
+            return old, keep
+        turns, n = len(batch.samples), len(batch.episodes)
+        lengths = [sum(len(batch.samples[t][i].response_ids) for t in range(turns)) for i in range(n)]
+        width = max(lengths, default=0)
+        train = torch.zeros(n, width, dtype=torch.float64)
+        rollout = torch.zeros(n, width, dtype=torch.float64)
+        turn_ids = torch.full((n, width), -1, dtype=torch.long)
+        for i in range(n):
+            pos = 0
+            for t in range(turns):
+                k = len(batch.samples[t][i].response_ids)
+                train[i, pos : pos + k] = old[t][i].double()
+                rollout[i, pos : pos + k] = batch.samples[t][i].rollout_logprobs.double()
+                turn_ids[i, pos : pos + k] = t
+                pos += k
+        result = mismatch_rejection(
+            train, rollout, turn_ids, self.cfg.mrs_low, self.cfg.mrs_high, self.cfg.mrs_token_veto
+        )
+        for i in range(n):
+            pos = 0
+            for t in range(turns):
+                k = len(batch.samples[t][i].response_ids)
+                keep[t][i] = result.keep_tokens[i, pos : pos + k].clone()
+                pos += k
+        self.mrs_kept = result.kept.double().mean().item()
+        return old, keep
+
+    def _update(
+        self,
+        batch: Batch,
+        adv: torch.Tensor,
+        loss_mask: torch.Tensor,
+        old: list[list[torch.Tensor]],
+        keep: list[list[torch.Tensor]],
+    ) -> dict[str, float]:
+        cfg = self.cfg
+        rows = [
+            (i, t)
+            for i in range(len(batch.episodes))
+            for t in range(len(batch.samples))
+            if loss_mask[i, t] and bool(keep[t][i].any())
+        ]
+        self.policy.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        total = 0.0
+        for i, t in rows:
+            new = self.policy.token_logprobs(batch.samples[t][i])
+            mask = keep[t][i].to(new.device)
+            tokens = policy_loss(
+                new, old[t][i].to(new.device), float(adv[i, t]), cfg.clip_low, cfg.clip_high, cfg.dual_clip
+            )
+            row = (tokens * mask).sum() / (len(rows) * cfg.loss_scale)  # seq-mean of token sums
+            row.backward()
+            total += row.item()
+        params = [p for p in self.policy.model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)) if rows else 0.0
+        if rows:
+            self.optimizer.step()
+        return {"train/loss": total, "train/grad_norm": grad_norm, "train/rows": float(len(rows))}
+
+    def _rollout_metrics(
+        self, batch: Batch, base: torch.Tensor, loss_mask: torch.Tensor, adv: torch.Tensor
+    ) -> dict[str, float]:
+        m: dict[str, float] = {}
+        for t in range(batch.rewards.shape[1]):
+            m[f"reward/turn{t + 1}"] = batch.rewards[:, t].mean().item()
+            m[f"correct/turn{t + 1}"] = batch.correct[:, t].double().mean().item()
+        fast = batch.correct & (torch.nan_to_num(batch.speedup, nan=0.0) >= 1.2)
+        m["fast_1.2"] = fast.double().mean().item()
+        cov = batch.coverage[~torch.isnan(batch.coverage)]
+        m["coverage/mean"] = cov.mean().item() if cov.numel() else math.nan
+        m["rejected/verdict"] = batch.rejected.double().mean().item()
+        m["rejected/failure_after_success"] = 1.0 - base.double().mean().item()
+        m["rejected/prs"] = 1.0 - (loss_mask.double().sum() / base.double().sum().clamp(min=1)).item()
+        m["mrs/kept"] = self.mrs_kept
+        m["advantage/abs_mean"] = adv.abs().mean().item()
+        m["advantage/finite"] = float(torch.isfinite(adv).all().item())
+        return m
