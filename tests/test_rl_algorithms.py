@@ -18,6 +18,7 @@ from rl_client.algorithms import (
     turn_returns,
     turn_reward,
 )
+from rl_client.analysis import expected_gradient
 
 T, F = True, False
 
@@ -114,29 +115,11 @@ def test_prs_keeps_by_coverage_only_for_correct_turns():
     assert keep[2].item() == pytest.approx(0.5, abs=0.02)
 
 
-def _policy_gradient(estimator, n_per_turn: list[int], groups: int = 100_000, seed: int = 0) -> list[float]:
-    """Expected per-turn gradient estimate for a Bernoulli policy P(a=1) = σ(θ) at θ = 0, where a turn's reward
-    is its action: the true gradient of E[r] is σ'(0) = 0.25 at every turn. Trajectory i reaches turn t only if
-    i < n_per_turn[t] (the group shrinks as trajectories stop), the situation GRPO gets wrong."""
-    gen = torch.Generator().manual_seed(seed)
-    n, turns = n_per_turn[0], len(n_per_turn)
-    actions = torch.bernoulli(torch.full((groups, n, turns), 0.5), generator=gen)
-    mask = torch.zeros(groups, n, turns, dtype=torch.bool)
-    for t, k in enumerate(n_per_turn):
-        mask[:, :k, t] = True
-    flat_r, flat_m = actions.reshape(-1, turns), mask.reshape(-1, turns)
-    ids = torch.arange(groups).repeat_interleave(n).tolist()
-    # One-turn credit: each turn's own reward, so the return is a single turn's (gamma = 0).
-    adv = estimator(flat_r, flat_m, ids, gamma=0.0).reshape(groups, n, turns)
-    score = actions - 0.5  # d/dθ log π(a) at θ = 0
-    grad = (score * adv * mask).sum(dim=1) / mask.sum(dim=1)
-    return grad.mean(dim=0).tolist()
-
-
 def test_grpo_is_biased_by_self_inclusion_and_trloo_is_not():
+    """GRPO's expected gradient is (N−1)/N of the true one, N varying by turn; TRLOO's is the true one."""
     sizes = [8, 4, 2]
-    trloo = _policy_gradient(trloo_advantages, sizes)
-    grpo = _policy_gradient(grpo_advantages, sizes)
+    trloo = expected_gradient(trloo_advantages, sizes)
+    grpo = expected_gradient(grpo_advantages, sizes)
     for t, n in enumerate(sizes):
-        assert trloo[t] == pytest.approx(0.25, rel=0.03)
-        assert grpo[t] == pytest.approx(0.25 * (n - 1) / n, rel=0.03)
+        assert trloo[t] == pytest.approx(1.0, rel=0.03)
+        assert grpo[t] == pytest.approx((n - 1) / n, rel=0.03)
