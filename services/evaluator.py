@@ -14,7 +14,6 @@ import hmac
 import math
 import platform
 import secrets
-import statistics
 import time
 from contextlib import nullcontext
 from typing import Any
@@ -566,25 +565,28 @@ class _Evaluation:
             )
 
     def wall_clock_checks(self, overheads: dict[str, list[float]], extras: dict[str, list[float]], cpu: bool) -> None:
-        cand_over = statistics.median(overheads["candidate"])
-        ref_over = statistics.median(overheads["reference"])
-        cand_ms = self.runtimes["candidate"].median_ms
-        excess = cand_over - ref_over
-        allowed = self.s.wall_slack_ms + 0.1 * cand_ms + (5.0 if cpu else 0.0)
-        if not self.check(
-            "timing_wall_clock",
-            excess <= allowed,
-            f"per-call time outside the timed window: candidate {cand_over:.3f} ms, reference {ref_over:.3f} ms, "
-            f"excess {excess:.3f} ms (allowed {allowed:.3f} ms)",
-        ):
-            raise _Stop(
-                Verdict.REJECTED,
-                "Rejected: the harness's wall clock saw much more time per call "
-                "than the candidate's timed window (work outside the timed region).",
-            )
+        """Work hidden outside the timed window adds a constant to each of the candidate's calls; a low quantile
+        of the per-call overhead keeps it while ignoring the scheduling spikes of a loaded host. Not compared
+        on CPU, where no speedup is reported and so hidden work would gain nothing."""
+        if not cpu:
+            cand_over = stats.low_quantile(overheads["candidate"])
+            ref_over = stats.low_quantile(overheads["reference"])
+            excess = cand_over - ref_over
+            allowed = self.s.wall_slack_ms + 0.1 * self.runtimes["candidate"].median_ms
+            if not self.check(
+                "timing_wall_clock",
+                excess <= allowed,
+                f"per-call time outside the timed window (20th percentile): candidate {cand_over:.3f} ms, "
+                f"reference {ref_over:.3f} ms, excess {excess:.3f} ms (allowed {allowed:.3f} ms)",
+            ):
+                raise _Stop(
+                    Verdict.REJECTED,
+                    "Rejected: the harness's wall clock saw much more time per call "
+                    "than the candidate's timed window (work outside the timed region).",
+                )
         if not self.defended:
             return
-        extra = statistics.median(extras["candidate"]) - statistics.median(extras["reference"])
+        extra = stats.low_quantile(extras["candidate"]) - stats.low_quantile(extras["reference"])
         if not self.check(
             "no_side_stream_work", extra <= 0.05, f"device-wide sync waited {extra:.3f} ms longer than the stream sync"
         ):

@@ -33,6 +33,14 @@ def ci_rel_halfwidth(samples: list[float]) -> float:
     return (hi - lo) / 2 / med if med > 0 else math.inf
 
 
+def low_quantile(samples: list[float], q: float = 0.2) -> float:
+    """A low quantile: robust to the one-sided spikes (preemption, page faults) that a loaded machine adds,
+    while a constant per-call cost still shifts it fully."""
+    if len(samples) < 2:
+        return samples[0]
+    return statistics.quantiles(samples, n=100, method="inclusive")[max(0, round(q * 100) - 1)]
+
+
 def summarize(samples: list[float]) -> RuntimeStats:
     if not samples:
         raise ValueError("no timing samples")

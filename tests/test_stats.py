@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from services.stats import ci_rel_halfwidth, median_ci, summarize
+from services.stats import ci_rel_halfwidth, low_quantile, median_ci, summarize
 
 
 def test_median_ci_ranks_for_n_20():
@@ -105,3 +105,10 @@ def test_summarize_two_samples_has_no_ci_half_width():
 def test_summarize_empty_raises():
     with pytest.raises(ValueError, match="no timing samples"):
         summarize([])
+
+
+def test_low_quantile_ignores_spikes_but_not_a_constant_cost():
+    base = [1.0] * 40 + [50.0] * 10  # a fifth of the calls preempted
+    assert low_quantile(base) == 1.0
+    assert low_quantile([x + 0.7 for x in base]) == pytest.approx(1.7)
+    assert low_quantile([3.0]) == 3.0
