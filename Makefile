@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_SPEC)
 	$(BIN)/pip install -q -e ".[core,service,rl,dev]"
+	# OpenRLHF's agent API imports on CPU, but its pinned dependencies (flash-attn, vllm) do not install there.
+	$(BIN)/pip install -q --no-deps "openrlhf==0.11.2"
 	touch $(STAMP)
 
 demo: $(STAMP)  ## start Redis, the gateway and a worker; post the bundled examples; print verdicts (CPU without a GPU)

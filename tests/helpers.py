@@ -40,3 +40,24 @@ def relu_candidate(forward_body: str, extra: str = "") -> str:
     return (
         RELU_PREAMBLE + textwrap.dedent(extra) + f"\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n{body}\n"
     )
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
+    "{% if add_generation_prompt %}<assistant>{% endif %}"
+)
+
+
+def char_tokenizer():
+    """A character-level Hugging Face tokenizer with a chat template, built offline (ids 0-2: pad, unk, eos)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
+    vocab = {tok: i for i, tok in enumerate(["<pad>", "<unk>", "<eos>", *chars])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>", chat_template=CHAT_TEMPLATE
+    )

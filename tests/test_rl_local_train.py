@@ -10,8 +10,8 @@ import json
 
 import torch
 import yaml
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+from helpers import char_tokenizer
+from transformers import GPT2Config, GPT2LMHeadModel
 
 from rl_client.cli import main as rl_main
 from rl_client.prompts import SYSTEM, first_turn
@@ -32,24 +32,13 @@ class ModelNew(torch.nn.Module):
   k[(triton.cdiv(x.numel(),1024),)](x,o,x.numel(),B=1024)
   return o
 ```"""
-TEMPLATE = (
-    "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
-    "{% if add_generation_prompt %}<assistant>{% endif %}"
-)
 
 
-def tiny_model(path):
-    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
-    vocab = {tok: i for i, tok in enumerate(["<pad>", "<unk>", "<eos>", *chars])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    tok.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>", chat_template=TEMPLATE
-    )
+def tiny_model():
+    tokenizer = char_tokenizer()
     torch.manual_seed(0)
     model = GPT2LMHeadModel(
-        GPT2Config(vocab_size=len(vocab), n_positions=8192, n_embd=64, n_layer=2, n_head=4, eos_token_id=2)
+        GPT2Config(vocab_size=len(tokenizer), n_positions=8192, n_embd=64, n_layer=2, n_head=4, eos_token_id=2)
     )
     return model, tokenizer
 
@@ -74,7 +63,7 @@ def prime(model, tokenizer, reference: str, steps: int = 400) -> None:
 
 
 def test_two_training_steps_against_the_live_service(stack, problems, tmp_path):
-    model, tokenizer = tiny_model(tmp_path)
+    model, tokenizer = tiny_model()
     prime(model, tokenizer, problems.load(RELU).source)
     model.save_pretrained(tmp_path / "tiny")
     tokenizer.save_pretrained(tmp_path / "tiny")

@@ -1,0 +1,107 @@
+"""The KernelGym environment as an OpenRLHF agent: `--train.agent_func_path rl_client/openrlhf_agent.py`.
+
+Each episode is `KERNELGYM_RL_MAX_TURNS` turns (default 3). Every answer is evaluated by the service; the step
+reward is the turn's reward under the `drkernel-pr/v1` spec and the service's feedback becomes the next user
+turn. OpenRLHF sums the step rewards into one scalar per trajectory and keeps only the last step's
+`extra_logs`, so every step reports all turns so far (`turn_reward_1..K`, `turn_correct_k`, `turn_coverage_k`,
+`num_turns`), from which a turn-level estimator (TRLOO) can recover them in the trainer.
+
+OpenRLHF instantiates agents with no arguments inside its Ray actors, so configuration comes from the
+environment: KERNELGYM_URL, KERNELGYM_API_KEY, KERNELGYM_RL_DEVICE_CLASS, KERNELGYM_RL_TIMEOUT_S (per
+evaluation; OpenRLHF itself imposes none on agents), KERNELGYM_RL_FEEDBACK_CHARS and
+KERNELGYM_RL_TURN_FORMAT, the chat-template text around a feedback turn (default ChatML, as Qwen uses).
+The label of each prompt is the service's problem id, or JSON `{"reference": "<source>"}`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from typing import Any
+
+import torch
+from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
+
+from gym_client import KernelGymClient
+from rl_client.algorithms import DRKERNEL_PR
+from rl_client.prompts import next_turn
+from rl_client.scoring import ScoreJob, ServiceScorer
+
+CHATML_TURN = "<|im_end|>\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n"
+
+_scorer: ServiceScorer | None = None
+_lock = threading.Lock()
+
+
+def scorer() -> ServiceScorer:
+    """One client and scorer per process (per Ray actor), shared by its agents."""
+    global _scorer
+    with _lock:
+        if _scorer is None:
+            client = KernelGymClient(
+                os.environ.get("KERNELGYM_URL", "http://127.0.0.1:8000"), api_key=os.environ.get("KERNELGYM_API_KEY")
+            )
+            _scorer = ServiceScorer(
+                client,
+                DRKERNEL_PR,
+                device_class=os.environ.get("KERNELGYM_RL_DEVICE_CLASS"),
+                timeout_s=float(os.environ.get("KERNELGYM_RL_TIMEOUT_S", "1800")),
+            )
+        return _scorer
+
+
+def parse_label(label: Any) -> tuple[str | None, str | None]:
+    """(problem_id, reference source) from a prompt's label."""
+    if isinstance(label, str) and label.lstrip().startswith("{"):
+        data = json.loads(label)
+        return data.get("problem_id"), data.get("reference")
+    if isinstance(label, dict):
+        return label.get("problem_id"), label.get("reference")
+    return str(label), None
+
+
+class KernelAgent(AgentInstanceBase):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.max_turns = int(os.environ.get("KERNELGYM_RL_MAX_TURNS", "3"))
+        self.feedback_chars = int(os.environ.get("KERNELGYM_RL_FEEDBACK_CHARS", "2000"))
+        self.turn_format = os.environ.get("KERNELGYM_RL_TURN_FORMAT", CHATML_TURN)
+        self.logs: dict[str, float] = {}
+        self.turn = 0
+        self.problem_id: str | None = None
+        self.reference: str | None = None
+
+    async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        self.problem_id, self.reference = parse_label(states.get("label"))
+        return {"observation": states["observation"]}
+
+    async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        self.turn += 1
+        job = ScoreJob(self.problem_id, self.reference, states["action_text"])
+        [outcome] = await asyncio.to_thread(scorer().score, [job])
+        k = self.turn
+        self.logs.update(
+            {
+                f"turn_reward_{k}": outcome.reward.reward,
+                f"turn_correct_{k}": float(outcome.correct),
+                f"turn_coverage_{k}": -1.0 if outcome.coverage is None else outcome.coverage,
+                f"turn_speedup_{k}": -1.0 if outcome.speedup is None else outcome.speedup,
+                "num_turns": float(k),
+            }
+        )
+        done = k >= self.max_turns
+        feedback = "" if done else self.turn_format.format(feedback=next_turn(outcome.feedback, self.feedback_chars))
+        reward = torch.tensor(outcome.reward.reward)
+        return {
+            "rewards": reward,
+            "scores": reward,
+            "environment_feedback": feedback,
+            "done": done,
+            "extra_logs": dict(self.logs),
+        }
+
+
+class AgentExecutor(MultiTurnAgentExecutor):
+    def __init__(self) -> None:
+        super().__init__(KernelAgent)
