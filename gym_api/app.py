@@ -22,7 +22,7 @@ from gym_api.store import JobStore, Waiters
 from gym_common.jobs import FINAL, TASK_NAME, JobRecord, JobStatus, Keys, Submission
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
-from services.problems import ProblemError, ProblemSet, bundled_problems, check_reference_source
+from services.problems import Problem, ProblemError, ProblemSet, bundled_problems, check_reference_source
 from services.schema import MAX_SOURCE_BYTES, PROTOCOL_VERSION
 
 log = logging.getLogger("kernelgym.gateway")
@@ -75,18 +75,32 @@ class Gateway:
     def __init__(self, settings: ServiceSettings):
         self.s = settings
         self.keys = Keys(settings.key_prefix)
-        self.r = aioredis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            settings.redis_url,
+            max_connections=settings.redis_max_connections,
+            timeout=20,
+            socket_timeout=10,
+            socket_connect_timeout=5,
+        )
+        self.r = aioredis.Redis(connection_pool=pool)
         self.store = JobStore(self.r, self.keys, settings.job_ttl_s, settings.cache_ttl_s)
         self.waiters = Waiters(self.r, self.keys)
         self.celery = make_celery(settings)
         self.problems: ProblemSet = ProblemSet(settings.problems_dir) if settings.problems_dir else bundled_problems()
         self.metrics = Metrics()
+        self._problems: dict[str, Problem] = {}
+
+    def problem(self, problem_id: str) -> Problem:
+        """A problem of the set, read and checked once per process (sets change only with a deployment)."""
+        if problem_id not in self._problems:
+            self._problems[problem_id] = self.problems.load(problem_id)
+        return self._problems[problem_id]
 
     def resolve(self, body: EvaluateBody) -> tuple[str, str]:
         """(problem name, reference source) of a submission; 404/422 for an unknown or unusable reference."""
         if body.problem_id is not None:
             try:
-                problem = self.problems.load(body.problem_id)
+                problem = self.problem(body.problem_id)
             except ProblemError as exc:
                 raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
             return problem.id, problem.source
@@ -268,7 +282,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     @app.get("/problems/{problem_id:path}", response_model=ProblemInfo, responses=ERRORS)
     async def get_problem(problem_id: str, _: Owner) -> ProblemInfo:
         try:
-            problem = gw.problems.load(problem_id)
+            problem = gw.problem(problem_id)
         except ProblemError as exc:
             raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
         return ProblemInfo(id=problem.id, source=problem.source)

@@ -27,6 +27,8 @@ def make_celery(settings: ServiceSettings) -> Celery:
         task_time_limit=settings.task_time_limit_s,
         task_soft_time_limit=max(5, settings.task_time_limit_s - 30),
         broker_connection_retry_on_startup=True,
+        # The gateway sends from many threads at once; each send holds a pooled broker connection.
+        broker_pool_limit=64,
         broker_transport_options={
             "visibility_timeout": settings.visibility_timeout_s,
             # Queues are listed high to low; take from the first that has work.

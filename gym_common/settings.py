@@ -21,6 +21,9 @@ class ServiceSettings(BaseSettings):
     job_ttl_s: int = Field(86_400, ge=60, description="How long a job record and its result are kept.")
     cache_ttl_s: int = Field(7 * 86_400, ge=0, description="How long identical requests reuse a result; 0: never.")
     problems_dir: str | None = Field(None, description="KernelBench-layout problem set; the bundled one if unset.")
+    redis_max_connections: int = Field(
+        128, ge=4, description="Redis connections per process; requests beyond it wait for a free one."
+    )
 
     # Gateway.
     host: str = Field("127.0.0.1", description="Address `kernelgym serve` binds.")
