@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uvicorn
+from fastapi import FastAPI
 
+from gym_api.app import create_app
 from gym_common.logs import configure_json_logging
 from gym_common.settings import ServiceSettings
 
@@ -24,9 +26,23 @@ def check_auth(settings: ServiceSettings) -> None:
         )
 
 
-def serve(settings: ServiceSettings, loglevel: str = "INFO") -> None:
-    check_auth(settings)
-    configure_json_logging(loglevel)
-    from gym_api.app import create_app
+def serve_app() -> FastAPI:
+    """The application of one gateway process, built from the KERNELGYM_* environment."""
+    settings = ServiceSettings()
+    configure_json_logging(settings.log_level)
+    return create_app(settings)
 
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_config=None, access_log=False)
+
+def serve(settings: ServiceSettings) -> None:
+    check_auth(settings)
+    configure_json_logging(settings.log_level)
+    # Each process builds its own app from the same environment; all shared state is in Redis.
+    uvicorn.run(
+        "gym_api.serve:serve_app",
+        factory=True,
+        host=settings.host,
+        port=settings.port,
+        workers=settings.gateway_processes,
+        log_config=None,
+        access_log=False,
+    )

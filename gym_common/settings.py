@@ -28,6 +28,8 @@ class ServiceSettings(BaseSettings):
     # Gateway.
     host: str = Field("127.0.0.1", description="Address `kernelgym serve` binds.")
     port: int = Field(8000, ge=1, le=65535)
+    gateway_processes: int = Field(1, ge=1, description="uvicorn worker processes of `kernelgym serve`.")
+    log_level: str = Field("INFO", description="Level of the JSON logs of the gateway and the workers.")
     api_key_hashes: list[str] = Field(
         default_factory=list, description="SHA-256 hex digests of the accepted API keys (`kernelgym hash-key`)."
     )

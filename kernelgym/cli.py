@@ -24,13 +24,11 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="evaluate the bundled examples through a local service")
     demo.add_argument("--in-process", action="store_true", help="use the evaluation core directly, no service")
     demo.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda when available, else cpu")
-    serve = sub.add_parser("serve", help="run the HTTP gateway (settings from KERNELGYM_* variables)")
-    serve.add_argument("--loglevel", default="INFO")
+    sub.add_parser("serve", help="run the HTTP gateway (settings from KERNELGYM_* variables)")
     worker = sub.add_parser("worker", help="run a worker for one device")
     worker.add_argument("--device-class", help="`cpu` or a GPU type such as `h100` (default: settings)")
     worker.add_argument("--gpu", type=int, help="GPU index to pin with CUDA_VISIBLE_DEVICES")
     worker.add_argument("--name", help="Celery node name (default: derived from class, GPU and pid)")
-    worker.add_argument("--loglevel", default="INFO")
     key = sub.add_parser("hash-key", help="print the SHA-256 digest of an API key")
     key.add_argument("key")
     return parser
@@ -81,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         from gym_common.settings import ServiceSettings
 
         try:
-            serve(ServiceSettings(), args.loglevel)
+            serve(ServiceSettings())
         except UnsafeConfiguration as exc:
             print(f"kernelgym serve: {exc}", file=sys.stderr)
             return 2
@@ -90,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         from gym_common.settings import ServiceSettings
         from gym_worker.run import run_worker
 
-        run_worker(args.device_class or ServiceSettings().device_class, args.gpu, args.name, args.loglevel)
+        settings = ServiceSettings()
+        run_worker(args.device_class or settings.device_class, args.gpu, args.name, settings.log_level)
         return 0
     print(hashlib.sha256(args.key.encode()).hexdigest())
     return 0
