@@ -165,7 +165,7 @@ class Gateway:
                 queue=self.keys.queue(job.device_class, job.priority),
             )
         except Exception as exc:
-            await self.store.fail(job, f"could not enqueue: {exc}")
+            await self.store.finish(job, JobStatus.FAILED, f"could not enqueue: {exc}")
             raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the queue is unavailable") from None
         log.info("evaluation queued", extra={"evaluation_id": job.id, "owner": owner, "problem": job.problem})
         return Evaluation.of(job)

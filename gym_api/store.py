@@ -58,9 +58,6 @@ class JobStore:
             pipe.set(self.keys.idempotency(job.owner, idempotency_key), job.id, ex=self.job_ttl_s)
         await pipe.execute()
 
-    async def fail(self, job: JobRecord, error: str) -> None:
-        await self.finish(job, JobStatus.FAILED, error)
-
     async def finish(self, job: JobRecord, status: JobStatus, error: str = "") -> bool:
         keys, args = finish_call(self.keys, job, status, time.time(), self.job_ttl_s, error=error)
         return bool(await self.finish_script(keys=keys, args=args))

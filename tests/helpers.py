@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import textwrap
+import uuid
 
 from services.problems import bundled_kernel
 
 
 def bundled_source(problem_id: str) -> str:
     return bundled_kernel(problem_id).read_text()
+
+
+def unique(source: str) -> str:
+    """The same kernel with a comment that makes it a new submission (no cache hit)."""
+    return source + f"\n# {uuid.uuid4().hex}\n"
 
 
 RELU_PREAMBLE = """

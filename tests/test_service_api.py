@@ -9,16 +9,11 @@ import uuid
 
 import httpx
 import pytest
-from helpers import bundled_source, relu_candidate
+from helpers import bundled_source, relu_candidate, unique
 
 from gym_client import KernelGymClient, KernelGymError
 
 RELU = "level1/1_ReLU"
-
-
-def unique(source: str) -> str:
-    """The same kernel with a comment that makes it a new submission (no cache hit)."""
-    return source + f"\n# {uuid.uuid4().hex}\n"
 
 
 def test_evaluate_waits_for_the_result(gym):

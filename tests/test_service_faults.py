@@ -7,12 +7,11 @@ import os
 import signal
 import threading
 import time
-import uuid
 
 import pytest
 import redis
 from conftest import WORKER_ENV
-from helpers import bundled_source, relu_candidate
+from helpers import bundled_source, relu_candidate, unique
 
 from gym_client import KernelGymClient
 from kernelgym.stack import LocalStack
@@ -69,7 +68,7 @@ def test_worker_killed_mid_evaluation_is_redelivered_and_completes_exactly_once(
     stack = make_stack()
     stack.start_worker()
     stack.wait_ready()
-    slow = relu_candidate("import time\ntime.sleep(0.5)\nreturn triton_relu(x)") + f"# {uuid.uuid4().hex}\n"
+    slow = unique(relu_candidate("import time\ntime.sleep(0.5)\nreturn triton_relu(x)"))
     with KernelGymClient(stack.base_url, timeout=30) as gym:
         ev = gym.evaluate(slow, problem_id=RELU, wait=0)
         _, finishes = count_finishes(stack, ev.id)
@@ -103,9 +102,7 @@ def test_a_candidate_that_keeps_killing_its_worker_ends_crashed(make_stack):
 def test_queued_evaluations_survive_a_redis_restart(make_stack):
     stack = make_stack()
     with KernelGymClient(stack.base_url, timeout=30) as gym:
-        queued = [
-            gym.evaluate(bundled_source(RELU) + f"# {uuid.uuid4().hex}\n", problem_id=RELU, wait=0) for _ in range(3)
-        ]
+        queued = [gym.evaluate(unique(bundled_source(RELU)), problem_id=RELU, wait=0) for _ in range(3)]
         assert {e.status for e in queued} == {"queued"}
         stack.stop_redis()
         stack.start_redis()  # same port and data directory: the append-only file is replayed
