@@ -444,6 +444,7 @@ class _Evaluation:
         return fp32 and "tl.dot" in self.candidate and "ieee" not in self.candidate and cmp.max_rel_error < 5e-2
 
     def timing_phase(self) -> str:
+        self.ev.pool.settle(self.device, time.monotonic() + self.s.child_start_timeout_s)
         t = time.monotonic()
         deadline = t + self.s.timing_timeout_s
         cpu = self.device == "cpu"
