@@ -48,6 +48,9 @@ class Keys:
     def cache(self, cache_key: str) -> str:
         return f"{self.p}:cache:{cache_key}"
 
+    def reference_timing(self, timing_key: str) -> str:
+        return f"{self.p}:reftime:{timing_key}"
+
     def idempotency(self, owner: str, key: str) -> str:
         return f"{self.p}:idem:{owner}:{hashlib.sha256(key.encode()).hexdigest()[:32]}"
 

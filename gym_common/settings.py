@@ -20,6 +20,11 @@ class ServiceSettings(BaseSettings):
     key_prefix: str = Field("kg", pattern=r"^[A-Za-z0-9_.-]+$", description="Namespace of every Redis key.")
     job_ttl_s: int = Field(86_400, ge=60, description="How long a job record and its result are kept.")
     cache_ttl_s: int = Field(7 * 86_400, ge=0, description="How long identical requests reuse a result; 0: never.")
+    reference_timing_ttl_s: int = Field(
+        86_400,
+        ge=0,
+        description="How long workers reuse a reference's timing (each use revalidates it on fresh calls); 0: never.",
+    )
     problems_dir: str | None = Field(None, description="KernelBench-layout problem set; the bundled one if unset.")
     redis_max_connections: int = Field(
         128, ge=4, description="Redis connections per process; requests beyond it wait for a free one."

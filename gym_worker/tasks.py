@@ -31,6 +31,28 @@ settings = ServiceSettings()
 app = make_celery(settings)
 
 
+class RedisTimingStore:
+    """Reference timings shared by every worker of a device class (the key names the GPU and versions).
+    A Redis failure only costs a re-timing; it never fails the evaluation."""
+
+    def __init__(self, r: redis.Redis, keys: Keys, ttl_s: int):
+        self.r, self.keys, self.ttl_s = r, keys, ttl_s
+
+    def get(self, key: str) -> str | None:
+        try:
+            raw = self.r.get(self.keys.reference_timing(key))
+        except redis.RedisError as exc:
+            log.warning("reference timing not read: %s", exc)
+            return None
+        return raw.decode() if raw is not None else None
+
+    def put(self, key: str, value: str) -> None:
+        try:
+            self.r.set(self.keys.reference_timing(key), value, ex=self.ttl_s)
+        except redis.RedisError as exc:
+            log.warning("reference timing not stored: %s", exc)
+
+
 class WorkerState:
     """What one worker process holds between tasks: its Redis client, warm evaluator and health."""
 
@@ -42,6 +64,8 @@ class WorkerState:
         self.device = "cpu" if service.device_class == "cpu" else "cuda"
         self.name = f"{service.device_class}@{socket.gethostname()}:{os.getpid()}"
         self.evaluator = Evaluator(eval_settings)
+        ttl = service.reference_timing_ttl_s
+        self.timings = RedisTimingStore(self.r, self.keys, ttl) if ttl > 0 else None
         self.evaluator.pool.prewarm(self.device)
         self.infra_failures = 0
         self.quarantined = False
@@ -128,7 +152,7 @@ class WorkerState:
         options = job.request.options.model_copy(update={"device": self.device})
         problem = Problem(id=job.problem, source=job.reference_source)
         try:
-            return self.evaluator.evaluate(problem, job.request.candidate, options)
+            return self.evaluator.evaluate(problem, job.request.candidate, options, self.timings)
         except EvaluationError as exc:
             return f"the service could not evaluate this request: {exc}"
         except SoftTimeLimitExceeded:

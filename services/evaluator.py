@@ -14,6 +14,7 @@ import hmac
 import math
 import platform
 import secrets
+import statistics
 import time
 from contextlib import nullcontext
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 import triton
 
-from services import defences, feedback, stats, tensors
+from services import defences, feedback, stats, tensors, timing_cache
 from services.channel import ProtocolError
 from services.compare import Comparison, compare_outputs, inputs_equal, structure_mismatch, tolerance
 from services.problems import Problem
@@ -38,6 +39,7 @@ from services.schema import (
 )
 from services.settings import EvalSettings
 from services.static_checks import triage
+from services.timing_cache import TimingStore
 
 _MAX_DELIVERY_BYTES = 64 << 30
 
@@ -64,8 +66,15 @@ class Evaluator:
         self._mem_pool: Any = None
         self._current: _Evaluation | None = None
 
-    def evaluate(self, problem: Problem, candidate_source: str, options: EvalOptions | None = None) -> EvalResult:
-        evaluation = _Evaluation(self, problem, candidate_source, options or EvalOptions())
+    def evaluate(
+        self,
+        problem: Problem,
+        candidate_source: str,
+        options: EvalOptions | None = None,
+        timings: TimingStore | None = None,
+    ) -> EvalResult:
+        """`timings` keeps reference timings between evaluations (see `services.timing_cache`)."""
+        evaluation = _Evaluation(self, problem, candidate_source, options or EvalOptions(), timings)
         self._current = evaluation
         try:
             return evaluation.run()
@@ -102,8 +111,13 @@ class Evaluator:
 
 
 class _Evaluation:
-    def __init__(self, ev: Evaluator, problem: Problem, candidate: str, options: EvalOptions):
+    def __init__(
+        self, ev: Evaluator, problem: Problem, candidate: str, options: EvalOptions, timings: TimingStore | None
+    ):
         self.ev = ev
+        self.timings = timings
+        self.from_cache: list[str] = []  # sides whose statistics came from `timings`, revalidated
+        self.to_store: dict[str, str] = {}  # side -> key, for sides timed in full
         self.s = ev.settings
         self.problem = problem
         self.candidate = candidate
@@ -293,6 +307,7 @@ class _Evaluation:
                 text += " " + self.timing_phase()
             if self.defended:
                 text += self.after_timing()
+            self.store_timings()
         except _Stop as stop:
             verdict, text = stop.verdict, stop.feedback
         finally:
@@ -455,6 +470,7 @@ class _Evaluation:
         samples: dict[str, list[float]] = {k: [] for k in sides}
         overheads: dict[str, list[float]] = {k: [] for k in sides}
         extras: dict[str, list[float]] = {k: [] for k in sides}
+        stored = self.stored_timings(sides)
         counter = 0
         last_cand: tuple[int, dict[str, Any]] | None = None
 
@@ -503,14 +519,26 @@ class _Evaluation:
         # drift between blocks cancels and every side ends with as many samples.
         block = max(2, min(50, int(25.0 / max(slowest, 1e-3))))
         min_calls = 3 if cpu else self.s.min_timed_calls
+        accepted: dict[str, RuntimeStats] = {}
+        if stored:
+            # Stored reference timings are revalidated on fresh calls, alternating with the candidate's.
+            for _ in range(self.s.reference_cache_calls):
+                for side in sides:
+                    timed(side, keep=True)
+            for side, cached in stored.items():
+                drift = statistics.median(samples[side]) / cached.median_ms - 1
+                if abs(drift) <= self.s.reference_cache_tolerance:
+                    accepted[side] = cached
+        measured = [side for side in sides if side not in accepted]
         while True:
-            for side in sides:
+            for side in measured:
                 for _ in range(block):
                     timed(side, keep=True)
-            n = min(len(v) for v in samples.values())
+            n = min(len(samples[side]) for side in measured)
             precise = all(
-                stats.ci_rel_halfwidth(v) <= self.s.target_ci_rel and sum(v) >= self.s.min_timed_ms
-                for v in samples.values()
+                stats.ci_rel_halfwidth(samples[side]) <= self.s.target_ci_rel
+                and sum(samples[side]) >= self.s.min_timed_ms
+                for side in measured
             )
             if (n >= min_calls and (precise or time.monotonic() - t > budget)) or n >= self.s.max_timed_calls:
                 break
@@ -518,7 +546,10 @@ class _Evaluation:
             seed, structure = last_cand
             self.recheck(seed, structure, deadline)
             self.distinct_outputs()
-        self.runtimes = {side: stats.summarize(v) for side, v in samples.items()}
+        self.runtimes = {side: accepted.get(side) or stats.summarize(v) for side, v in samples.items()}
+        self.from_cache = sorted(accepted)
+        for side in accepted:
+            self.to_store.pop(side)
         if self.off_window_suspect(overheads, extras, cpu):
             # Confirm on fresh calls, reference and candidate alternating, before rejecting: a neighbour's
             # burst of host or GPU work can shift one side's overheads for a while, hidden work shifts every call.
@@ -537,6 +568,28 @@ class _Evaluation:
             return "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
         cand, ref = self.runtimes["candidate"], self.runtimes["reference"]
         return feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
+
+    def stored_timings(self, sides: dict[str, tuple[Child, str]]) -> dict[str, RuntimeStats]:
+        """The reference sides' stored statistics; every reference side is stored again unless revalidated."""
+        if self.timings is None:
+            return {}
+        env = environment(self.device, "unknown")
+        found = {}
+        for side, (_, variant) in sides.items():
+            if side != "candidate":
+                key = timing_cache.timing_key(self.problem.source, variant, env, self.s)
+                self.to_store[side] = key
+                cached = timing_cache.load(self.timings, key)
+                if cached is not None:
+                    found[side] = cached
+        return found
+
+    def store_timings(self) -> None:
+        """Only an evaluation that passed every check stores its reference timings: a candidate that
+        disturbed the reference's calls is rejected, and its figures never reach another evaluation."""
+        for side, key in self.to_store.items():
+            if side in self.runtimes:
+                timing_cache.save(self.timings, key, self.runtimes[side])
 
     def recheck(self, seed: int, cand_struct: dict[str, Any], deadline: float) -> None:
         """Compare a timed call's output with the reference's for the same (unseen) inputs."""
@@ -712,6 +765,7 @@ class _Evaluation:
             checks=self.checks,
             profile=self.profile,
             flags=self.flags,
+            timings_from_cache=self.from_cache,
             feedback=feedback.cap(f"[{verdict.value}] {text}".strip(), self.s.feedback_max_chars),
             phases={k: round(v, 4) for k, v in self.phases.items()},
             environment=environment(self.device, network),

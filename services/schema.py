@@ -152,6 +152,11 @@ class EvalResult(BaseModel):
     checks: list[Check] = Field(default_factory=list)
     profile: ProfileSummary | None = None
     flags: list[str] = Field(default_factory=list, description="Reasons for human review, e.g. huge speedups.")
+    timings_from_cache: list[str] = Field(
+        default_factory=list,
+        description="Reference sides (`reference`, `compiled`) whose statistics came from stored timings, "
+        "after fresh calls in this evaluation agreed with them.",
+    )
     feedback: str = ""
     phases: dict[str, float] = Field(default_factory=dict, description="Seconds spent per phase.")
     environment: Environment

@@ -51,6 +51,12 @@ class EvalSettings(BaseSettings):
         ge=3,
         description="Fresh calls per side that must confirm a wall-clock or side-stream excess before it rejects.",
     )
+    reference_cache_calls: int = Field(
+        20, ge=3, description="Fresh reference calls that must agree with a stored reference timing to reuse it."
+    )
+    reference_cache_tolerance: float = Field(
+        0.05, gt=0, description="Largest relative difference between those calls' median and the stored median."
+    )
     wall_slack_ms: float = Field(
         1.0,
         ge=0,

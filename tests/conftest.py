@@ -53,7 +53,12 @@ def undefended() -> Iterator:
 
 
 # -- the service: real Redis, real Celery worker processes, real HTTP ------------------------------------
-WORKER_ENV = {"KERNELGYM_CORRECTNESS_TRIALS": "2", "KERNELGYM_WARM_CHILDREN": "2"}
+# CPU timings of the interpreter are too noisy for the default 5% agreement with a stored reference timing.
+WORKER_ENV = {
+    "KERNELGYM_CORRECTNESS_TRIALS": "2",
+    "KERNELGYM_WARM_CHILDREN": "2",
+    "KERNELGYM_REFERENCE_CACHE_TOLERANCE": "1000",
+}
 
 
 @pytest.fixture(scope="session")

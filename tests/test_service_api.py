@@ -9,6 +9,7 @@ import uuid
 
 import httpx
 import pytest
+import redis
 from helpers import bundled_source, relu_candidate, unique
 
 from gym_client import KernelGymClient, KernelGymError
@@ -63,6 +64,18 @@ def test_identical_submission_is_served_from_the_cache_unless_forced(gym):
     assert not other_options.cached
     forced = gym.evaluate(source, problem_id=RELU, force=True, wait=120)
     assert not forced.cached and forced.id != first.id and forced.verdict == "passed"
+
+
+def test_workers_share_and_reuse_a_stored_reference_timing(gym, stack, problems):
+    reference = problems.load(RELU).source + f"\n# {uuid.uuid4().hex}\n"  # a reference no other test timed
+    first = gym.evaluate(unique(bundled_source(RELU)), reference=reference, wait=120)
+    second = gym.evaluate(unique(bundled_source(RELU)), reference=reference, wait=120)
+    assert first.result["timings_from_cache"] == []
+    assert second.result["timings_from_cache"] == ["reference"]
+    assert second.result["reference_runtime"] == first.result["reference_runtime"]
+    r = redis.Redis.from_url(stack.redis_url)
+    keys = r.keys("kg:reftime:*")
+    assert keys and all(0 < r.ttl(k) <= 86_400 for k in keys)
 
 
 def test_idempotency_key_returns_the_same_evaluation(gym):
