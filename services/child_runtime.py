@@ -235,6 +235,21 @@ class Runtime:
         return out
 
     def call(self, h: dict[str, Any]) -> None:
+        """A correctness call; `sizes` replaces size globals of the reference module for this call only
+        (hidden sizes), so `get_inputs()` and any forward() that reads them see the new values."""
+        sizes = h.get("sizes") or {}
+        saved = {name: getattr(self.ref_module, name) for name in sizes}
+        if not all(type(v) is int for v in (*saved.values(), *sizes.values())):
+            raise ValueError(f"hidden sizes must replace integers: {sizes!r:.200}")
+        try:
+            for name, value in sizes.items():
+                setattr(self.ref_module, name, value)
+            self._call(h)
+        finally:
+            for name, value in saved.items():
+                setattr(self.ref_module, name, value)
+
+    def _call(self, h: dict[str, Any]) -> None:
         self.kept = None
         inputs = self._inputs(h["seed"])
         model = self._model(h.get("variant", "eager"))

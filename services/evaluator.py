@@ -25,6 +25,7 @@ import triton
 from services import defences, feedback, stats, tensors, timing_cache
 from services.channel import ProtocolError
 from services.compare import Comparison, compare_outputs, inputs_equal, structure_mismatch, tolerance
+from services.hidden_shapes import shape_variants
 from services.problems import Problem
 from services.sandbox import Child, ChildDied, ChildPool, ChildTimedOut
 from services.schema import (
@@ -413,10 +414,59 @@ class _Evaluation:
                 self.ask(child, {"cmd": "release"}, deadline, "releasing tensors")
         self.record_correctness(summary, self.trials, self.trials, atol, rtol)
         self.check("outputs_match", True, f"{self.trials}/{self.trials} trials within tolerance")
+        if self.defended and self.s.hidden_sizes:
+            self.hidden_sizes(deadline)
         self.phases["correctness"] = time.monotonic() - t - self.phases.get("compile", 0.0)
         return (
             f"Correct on {self.trials}/{self.trials} trials (max abs error {summary.max_abs_error:.3g}, "
             f"max rel error {summary.max_rel_error:.3g})."
+        )
+
+    def hidden_sizes(self, deadline: float) -> None:
+        """One more correctness call per hidden-size variant (services.hidden_shapes): a kernel that is
+        right only on the published sizes, or that falls back to PyTorch on others, fails here."""
+        checked = []
+        for n, sizes in enumerate(shape_variants(self.problem.source)):
+            seed = self.seed("hidden", n)
+            try:
+                ref_h, _ = self.ask(self.ref, {"cmd": "call", "seed": seed, "sizes": sizes}, deadline, "hidden sizes")
+            except EvaluationError:
+                if self.ref.proc.poll() is not None:
+                    raise
+                continue  # the reference cannot run these sizes: the problem's constraint, not the candidate's
+            shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
+            ref_struct = ref_h["structures"][0]
+            poison = [[str(d).removeprefix("torch."), s] for d, s in tensors.tensor_specs(ref_struct)]
+            what = f"running forward() on other input sizes ({shown})"
+            cand_h, _ = self.ask(
+                self.cand, {"cmd": "call", "seed": seed, "sizes": sizes, "poison": poison}, deadline, what
+            )
+            self.guard_process(what)
+            self.require_launches(cand_h, what)
+            cand_struct = cand_h["structures"][0]
+            msg = structure_mismatch(ref_struct, cand_struct)
+            if msg is None:
+                ref_out = self.receive(self.ref, "output", ref_struct, deadline)
+                cand_out = self.receive(self.cand, "output", cand_struct, deadline)
+                cmp = compare_outputs(ref_out, cand_out, self.tol)
+                msg = None if cmp.ok else cmp.reason
+                del ref_out, cand_out
+            for child in (self.ref, self.cand):
+                self.ask(child, {"cmd": "release"}, deadline, "releasing tensors")
+            if msg is not None:
+                self.check("hidden_sizes", False, f"{shown}: {msg}")
+                raise _Stop(
+                    Verdict.INCORRECT,
+                    f"Wrong output when the problem's sizes are changed ({shown}): {msg}. The kernel must be "
+                    "correct for any sizes get_inputs() can produce (mask partial blocks; do not hard-code the "
+                    "published sizes).",
+                )
+            checked.append(shown)
+        self.check(
+            "hidden_sizes",
+            True,
+            f"correct on {len(checked)} other size variant(s)"
+            + (f": {'; '.join(checked)}" if checked else " (none applies to this problem)"),
         )
 
     def first_tolerance(self, structure: dict[str, Any]) -> tuple[float, float]:
@@ -459,7 +509,6 @@ class _Evaluation:
         return fp32 and "tl.dot" in self.candidate and "ieee" not in self.candidate and cmp.max_rel_error < 5e-2
 
     def timing_phase(self) -> str:
-        self.ev.pool.settle(self.device, time.monotonic() + self.s.child_start_timeout_s)
         t = time.monotonic()
         deadline = t + self.s.timing_timeout_s
         cpu = self.device == "cpu"
@@ -530,6 +579,9 @@ class _Evaluation:
                 if abs(drift) <= self.s.reference_cache_tolerance:
                     accepted[side] = cached
         measured = [side for side in sides if side not in accepted]
+        # The budget shrinks with the sides left to time, so the candidate gets as many calls as without stored
+        # timings and the evaluation ends sooner (the loop usually stops on the budget, not the precision).
+        budget *= len(measured) / len(sides)
         while True:
             for side in measured:
                 for _ in range(block):

@@ -277,26 +277,6 @@ class ChildPool:
                 spare.append(Child(device, self.settings))
         return child
 
-    def settle(self, device: str, deadline: float) -> None:
-        """Wait until every spare child has finished starting. A child creating its CUDA context and
-        importing torch disturbs the timing of its neighbours on the same GPU and host, so the timing
-        phase waits for the spares that `acquire` started; a spare that fails to start is dropped."""
-        with self._lock:
-            spares = list(self._spare.get(device, ()))
-        failed = []
-        for child in spares:
-            try:
-                child.wait_ready(deadline)
-            except (ChildDied, ChildTimedOut, channel.ProtocolError):
-                failed.append(child)
-        if failed:
-            with self._lock:
-                spare = self._spare.get(device, deque())
-                for child in failed:
-                    if child in spare:
-                        spare.remove(child)
-                    child.close()
-
     def prewarm(self, device: str) -> None:
         with self._lock:
             spare = self._spare.setdefault(device, deque())

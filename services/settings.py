@@ -51,6 +51,11 @@ class EvalSettings(BaseSettings):
         ge=3,
         description="Fresh calls per side that must confirm a wall-clock or side-stream excess before it rejects.",
     )
+    hidden_sizes: bool = Field(
+        True,
+        description="Also check correctness on smaller, unaligned variants of the problem's input sizes "
+        "(part of the defences; see services/hidden_shapes.py).",
+    )
     reference_cache_calls: int = Field(
         20, ge=3, description="Fresh reference calls that must agree with a stored reference timing to reuse it."
     )

@@ -266,6 +266,23 @@ def test_reference_given_as_source_and_problem_name(evaluator, relu):
     assert result.problem == "my_relu"
 
 
+def test_honest_kernel_is_checked_on_hidden_sizes(evaluator, relu):
+    result = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING)
+    [check] = [c for c in result.checks if c.name == "hidden_sizes"]
+    assert check.passed and "rows=33" in check.detail and "cols=3" in check.detail
+
+
+def test_hidden_sizes_the_reference_cannot_run_are_skipped(evaluator, relu):
+    from services.problems import Problem
+
+    source = relu.source.replace("def get_inputs():\n", "def get_inputs():\n    assert rows == 64\n")
+    assert source != relu.source
+    result = evaluator.evaluate(Problem(id="fixed_rows", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
+    assert result.verdict is Verdict.PASSED
+    [check] = [c for c in result.checks if c.name == "hidden_sizes"]
+    assert check.passed and "none applies" in check.detail
+
+
 def test_broken_reference_raises_evaluation_error(evaluator):
     from services.evaluator import EvaluationError
     from services.problems import Problem

@@ -37,6 +37,7 @@ ISOLATED_ROWS = {"C4"}  # hangs, fork bombs and huge allocations get their own s
 CHECK_CODES = {
     "outputs_match",
     "output_structure",
+    "hidden_sizes",
     "inputs_unchanged",
     "deterministic",
     "timed_output_recheck",
