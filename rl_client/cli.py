@@ -100,7 +100,20 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     tr = sub.add_parser("train", help="train with the local backend")
     tr.add_argument("--config", type=Path, required=True, help="YAML training configuration")
+    rs = sub.add_parser(
+        "reward-server",
+        help="serve OpenRLHF's remote reward (--reward.remote_url http://HOST:PORT/get_reward) from the service "
+        "at KERNELGYM_URL",
+    )
+    rs.add_argument("--host", default="127.0.0.1")
+    rs.add_argument("--port", type=int, default=8100)
+    rs.add_argument("--answer-within", type=float, help="seconds before answering 504 (default 170)")
     args = parser.parse_args(argv)
+    if args.command == "reward-server":
+        from rl_client.adapters.openrlhf_reward import serve
+
+        serve(args.host, args.port, args.answer_within)
+        return 0
     from pydantic import ValidationError
 
     from rl_client.config import TrainConfig

@@ -38,6 +38,7 @@ class TurnOutcome:
     coverage: float | None
     feedback: str
     evaluation_id: str | None = None
+    pending: bool = False  # still running at the deadline and left running (`cancel_late=False`)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -54,13 +55,17 @@ class ServiceScorer:
         timeout_s: float = 1800.0,
         batch_size: int = 64,
         concurrency: int = 32,
+        cancel_late: bool = True,
     ):
+        """`cancel_late=False` leaves an evaluation that misses the deadline running and marks its outcome
+        `pending`: an identical later submission then attaches to it through the service's cache."""
         self.client = client
         self.spec = spec
         self.device_class = device_class
         self.options = options or {}
         self.timeout_s = timeout_s
         self.batch_size = batch_size
+        self.cancel_late = cancel_late
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kg-score")
 
     def close(self) -> None:
@@ -113,6 +118,10 @@ class ServiceScorer:
             ev = self.client.wait(evaluation_id, timeout=max(0.0, deadline - time.monotonic()))
         except Exception as exc:  # the service went away: this turn scores 0, the batch goes on
             return self._unscored(f"The evaluation service failed ({exc}).", evaluation_id)
+        if not ev.finished and not self.cancel_late:
+            return TurnOutcome(
+                turn_reward(self.spec, None), None, False, None, None, "not finished yet", evaluation_id, pending=True
+            )
         if not ev.finished:
             try:
                 self.client.cancel(evaluation_id)
