@@ -87,6 +87,31 @@ def test_verl_compute_score_returns_the_reward_and_its_components(stack, monkeyp
     assert all(isinstance(v, float) for b in batch for v in b.values())
 
 
+def test_verl_interaction_scores_each_turn_and_feeds_back_until_max_turns(stack, monkeypatch):
+    import asyncio
+
+    monkeypatch.setenv("KERNELGYM_URL", stack.base_url)
+    monkeypatch.setenv("KERNELGYM_REWARD_TIMEOUT_S", "240")
+    interaction = verl.KernelGymInteraction({"name": "kernelgym", "max_turns": 2})
+
+    async def episode() -> list:
+        iid = await interaction.start_interaction(ground_truth=RELU)
+        history = [{"role": "user", "content": "write ReLU"}, {"role": "assistant", "content": WRONG}]
+        first = await interaction.generate_response(iid, history)
+        history += [{"role": "user", "content": first[1]}, {"role": "assistant", "content": good_answer()}]
+        second = await interaction.generate_response(iid, history)
+        score = await interaction.calculate_score(iid)
+        await interaction.finalize_interaction(iid)
+        return [first, second, score]
+
+    (done1, text1, reward1, info1), (done2, _, reward2, info2), score = asyncio.run(episode())
+    assert (done1, reward1, info1["correct"]) == (False, 0.0, 0.0)
+    assert "incorrect" in text1.lower() or "mismatch" in text1.lower()
+    assert (done2, reward2, info2["correct"], score) == (True, 0.5, 1.0, 0.5)
+    with pytest.raises(LabelError):
+        asyncio.run(interaction.start_interaction(ground_truth=None))
+
+
 # -- OpenRLHF ----------------------------------------------------------------------------------------------
 @pytest.fixture
 def reward_server(stack) -> Iterator:

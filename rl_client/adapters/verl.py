@@ -10,10 +10,13 @@ is the reward and whose other numeric entries verl logs as metrics.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import uuid
 from typing import Any
 
 from rl_client.adapters.common import AdapterConfig, job_from_label, outcome_dict
+from rl_client.prompts import next_turn
 from rl_client.scoring import ServiceScorer
 
 _lock = threading.Lock()
@@ -60,3 +63,56 @@ def compute_score_batch(
     """For verl's batch reward manager: the whole batch is evaluated concurrently."""
     jobs = [job_from_label(gt, sol) for gt, sol in zip(ground_truths, solution_strs, strict=True)]
     return [_metrics(outcome_dict(o)) for o in _scorer().score(jobs)]
+
+
+try:  # verl needs a GPU stack to install; the interaction keeps its interface without it
+    from verl.interactions.base import BaseInteraction as _InteractionBase
+except ImportError:
+
+    class _InteractionBase:  # type: ignore[no-redef]
+        def __init__(self, config: dict[str, Any]):
+            self.config = config
+            self.name = config.get("name", "interaction_agent")
+
+
+class KernelGymInteraction(_InteractionBase):
+    """A multi-turn interaction for verl's agent loop: each assistant turn is evaluated by the service, the
+    turn's reward is returned, and the service's feedback becomes the next user message, for up to
+    `max_turns` turns (config key, default 3). Register it in verl's interaction config with
+    `class_name: rl_client.adapters.verl.KernelGymInteraction`; `ground_truth` is the row's label."""
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        self.max_turns = int(config.get("max_turns", 3))
+        self.feedback_chars = int(config.get("feedback_chars", 2000))
+        self._instances: dict[str, dict[str, Any]] = {}
+
+    async def start_interaction(self, instance_id: str | None = None, ground_truth: Any = None, **_: Any) -> str:
+        instance_id = instance_id or uuid.uuid4().hex
+        job_from_label(ground_truth, "")  # a bad label fails here, before any generation
+        self._instances[instance_id] = {"label": ground_truth, "turns": 0, "rewards": []}
+        return instance_id
+
+    async def generate_response(
+        self, instance_id: str, messages: list[dict[str, Any]], **_: Any
+    ) -> tuple[bool, str, float, dict[str, Any]]:
+        state = self._instances[instance_id]
+        answer = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
+        [outcome] = await asyncio.to_thread(_scorer().score, [job_from_label(state["label"], str(answer))])
+        state["turns"] += 1
+        state["rewards"].append(outcome.reward.reward)
+        done = state["turns"] >= self.max_turns
+        return (
+            done,
+            next_turn(outcome.feedback, self.feedback_chars),
+            outcome.reward.reward,
+            _metrics(outcome_dict(outcome)),
+        )
+
+    async def calculate_score(self, instance_id: str, **_: Any) -> float:
+        """The last turn's reward (each turn's reward was already returned by generate_response)."""
+        rewards = self._instances[instance_id]["rewards"]
+        return rewards[-1] if rewards else 0.0
+
+    async def finalize_interaction(self, instance_id: str, **_: Any) -> None:
+        self._instances.pop(instance_id, None)
