@@ -95,6 +95,73 @@ def save(model: Any, tokenizer: Any, path: Path) -> None:
     tokenizer.save_pretrained(path)
 
 
+def evaluate(args: argparse.Namespace) -> int:
+    """`kernelgym-rl evaluate`: samples × turns per problem, scored by the service; prints the table."""
+    import json
+    import os
+
+    from gym_client import KernelGymClient
+    from rl_client.algorithms.rewards import DRKERNEL_PR
+    from rl_client.data import kernelbench_problems, service_problems
+    from rl_client.model_eval import OpenAIGenerator, report, table
+    from rl_client.rollout import run_episodes
+    from rl_client.scoring import ServiceScorer
+
+    ids = args.problems.split(",") if args.problems else None
+    api_key = os.environ.get("KERNELGYM_API_KEY")
+    with KernelGymClient(args.service, api_key=api_key, timeout=60) as client:
+        problems = kernelbench_problems(args.kernelbench, ids) if args.kernelbench else service_problems(client, ids)
+        generator = OpenAIGenerator(
+            args.model_url,
+            args.model,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+        )
+        scorer = ServiceScorer(client, DRKERNEL_PR)
+        try:
+            episodes = run_episodes(problems, args.samples, generator, scorer, max_turns=args.turns)
+        finally:
+            generator.close()
+            scorer.close()
+        evaluated = next((t.outcome.evaluation_id for e in episodes for t in e.turns if t.outcome.verdict), None)
+        env = client.get(evaluated).result.get("environment", {}) if evaluated else {}
+    rep = {
+        "model": args.model,
+        "problems": len(problems),
+        "samples": args.samples,
+        "turns": args.turns,
+        "protocol_version": env.get("protocol_version"),
+        "gpu": env.get("gpu_name") or env.get("device"),
+        "generation_failures": generator.failures,
+        **report(episodes),
+    }
+    print(
+        f"{args.model}: {len(problems)} problems x {args.samples} samples x {args.turns} turns, "
+        f"protocol {rep['protocol_version']}, {rep['gpu']}"
+    )
+    print(table(rep))
+    if args.out:
+        turns = [
+            {
+                "problem": e.problem.id,
+                "sample": i,
+                "turn": t,
+                "answer": turn.answer,
+                "verdict": turn.outcome.verdict,
+                "speedup": turn.outcome.speedup,
+                "coverage": turn.outcome.coverage,
+                "reward": turn.outcome.reward.reward,
+                "feedback": turn.outcome.feedback,
+                "evaluation_id": turn.outcome.evaluation_id,
+            }
+            for i, e in enumerate(episodes)
+            for t, turn in enumerate(e.turns)
+        ]
+        args.out.write_text(json.dumps({"report": rep, "turns": turns}, indent=1))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelgym-rl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -108,7 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--host", default="127.0.0.1")
     rs.add_argument("--port", type=int, default=8100)
     rs.add_argument("--answer-within", type=float, help="seconds before answering 504 (default 170)")
+    ev = sub.add_parser("evaluate", help="evaluate a model behind an OpenAI-compatible endpoint: Fast@p per turn")
+    ev.add_argument("--model-url", required=True, help="base URL of the OpenAI-compatible API, e.g. http://h:8000/v1")
+    ev.add_argument("--model", required=True)
+    ev.add_argument("--service", default="http://127.0.0.1:8000", help="KernelGym service URL")
+    ev.add_argument("--problems", help="comma-separated problem ids of the service (default: all)")
+    ev.add_argument("--kernelbench", type=Path, help="a KernelBench-layout directory instead of the service's set")
+    ev.add_argument("--samples", type=int, default=1)
+    ev.add_argument("--turns", type=int, default=3)
+    ev.add_argument("--temperature", type=float, default=1.0)
+    ev.add_argument("--max-tokens", type=int, default=8192)
+    ev.add_argument("--out", type=Path, help="write the report and every turn as JSON here")
     args = parser.parse_args(argv)
+    if args.command == "evaluate":
+        return evaluate(args)
     if args.command == "reward-server":
         from rl_client.adapters.openrlhf_reward import serve
 

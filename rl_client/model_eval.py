@@ -1,0 +1,113 @@
+"""Evaluating a model (any OpenAI-compatible endpoint) over a problem set: N samples × T turns, scored by the
+service, reported per turn and best-of-turns as correctness, Fast@p, geometric-mean speedup, coverage and
+the share of rejected (hacking) answers.
+
+Fast@p counts a sample as fast when it is correct and its speedup over eager PyTorch exceeds p; incorrect,
+rejected and unevaluated samples are misses, and so is a correct sample without a measured speedup (a CPU
+service measures none).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+from tenacity import retry, stop_after_attempt, wait_exponential
+
+from rl_client.rollout import Episode, Messages
+from rl_client.scoring import TurnOutcome
+
+FAST_P = (1.0, 1.2, 1.5, 2.0)
+
+
+def summarize(outcomes: Sequence[TurnOutcome]) -> dict[str, Any]:
+    n = len(outcomes)
+    correct = [o for o in outcomes if o.correct]
+    speedups = [o.speedup for o in correct if o.speedup is not None and o.speedup > 0]
+    coverages = [o.coverage for o in correct if o.coverage is not None]
+    return {
+        "samples": n,
+        "correct": len(correct) / n if n else 0.0,
+        "fast_p": {
+            str(p): sum(1 for o in correct if o.speedup is not None and o.speedup > p) / n if n else 0.0 for p in FAST_P
+        },
+        "geomean_speedup": math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None,
+        "mean_coverage": sum(coverages) / len(coverages) if coverages else None,
+        "rejected": sum(1 for o in outcomes if o.verdict == "rejected") / n if n else 0.0,
+    }
+
+
+def best_outcome(episode: Episode) -> TurnOutcome:
+    """The episode's best turn: the correct one with the highest speedup (the first correct one when none has a
+    speedup), otherwise the last turn."""
+    correct = [t.outcome for t in episode.turns if t.outcome.correct]
+    if not correct:
+        return episode.turns[-1].outcome
+    return max(correct, key=lambda o: o.speedup if o.speedup is not None else -math.inf)
+
+
+def report(episodes: Sequence[Episode]) -> dict[str, Any]:
+    turns = max((len(e.turns) for e in episodes), default=0)
+    return {
+        "per_turn": [summarize([e.turns[t].outcome for e in episodes if len(e.turns) > t]) for t in range(turns)],
+        "best_of_turns": summarize([best_outcome(e) for e in episodes if e.turns]),
+    }
+
+
+def table(rep: dict[str, Any]) -> str:
+    head = ["", "correct"] + [f"fast_{p}" for p in FAST_P] + ["geomean speedup", "coverage", "rejected"]
+    rows = [(f"turn {i + 1}", s) for i, s in enumerate(rep["per_turn"])] + [("best of turns", rep["best_of_turns"])]
+
+    def fmt(x: float | None, pct: bool = True) -> str:
+        return "-" if x is None else (f"{x:.1%}" if pct else f"{x:.3f}")
+
+    lines = [" | ".join(head)]
+    for name, s in rows:
+        cells = [name, fmt(s["correct"])] + [fmt(s["fast_p"][str(p)]) for p in FAST_P]
+        cells += [fmt(s["geomean_speedup"], pct=False), fmt(s["mean_coverage"]), fmt(s["rejected"])]
+        lines.append(" | ".join(cells))
+    return "\n".join(lines)
+
+
+class OpenAIGenerator:
+    """`generate(histories) -> answers` through an OpenAI-compatible `/chat/completions` (vLLM's server,
+    hosted APIs). A request that still fails after retries yields an empty answer, which scores 0."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        temperature: float = 1.0,
+        max_tokens: int = 8192,
+        concurrency: int = 16,
+        timeout_s: float = 600.0,
+    ):
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
+        self.body = {"model": model, "temperature": temperature, "max_tokens": max_tokens}
+        self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kg-generate")
+        self.failures = 0
+
+    @retry(stop=stop_after_attempt(4), wait=wait_exponential(multiplier=1, max=20), reraise=True)
+    def _complete(self, messages: Messages) -> str:
+        r = self.http.post("/chat/completions", json={**self.body, "messages": messages})
+        r.raise_for_status()
+        return r.json()["choices"][0]["message"]["content"] or ""
+
+    def _one(self, messages: Messages) -> str:
+        try:
+            return self._complete(messages)
+        except (httpx.HTTPError, KeyError, IndexError, ValueError):
+            self.failures += 1
+            return ""
+
+    def __call__(self, histories: list[Messages]) -> list[str]:
+        return list(self.pool.map(self._one, histories))
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.http.close()
