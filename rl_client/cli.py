@@ -175,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     rs.add_argument("--host", default="127.0.0.1")
     rs.add_argument("--port", type=int, default=8100)
     rs.add_argument("--answer-within", type=float, help="seconds before answering 504 (default 170)")
+    es = sub.add_parser("episode-server", help="multi-turn episodes over HTTP (/episodes), scored by KERNELGYM_URL")
+    es.add_argument("--redis", required=True, help="Redis URL where episodes are kept, e.g. redis://127.0.0.1:6379/1")
+    es.add_argument("--host", default="127.0.0.1")
+    es.add_argument("--port", type=int, default=8200)
+    es.add_argument("--ttl", type=int, default=86_400, help="seconds an episode is kept after its last step")
     ev = sub.add_parser("evaluate", help="evaluate a model behind an OpenAI-compatible endpoint: Fast@p per turn")
     ev.add_argument("--model-url", required=True, help="base URL of the OpenAI-compatible API, e.g. http://h:8000/v1")
     ev.add_argument("--model", required=True)
@@ -189,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "evaluate":
         return evaluate(args)
+    if args.command == "episode-server":
+        from rl_client.adapters.episodes import serve as serve_episodes
+
+        serve_episodes(args.redis, args.host, args.port, args.ttl)
+        return 0
     if args.command == "reward-server":
         from rl_client.adapters.openrlhf_reward import serve
 
