@@ -165,6 +165,22 @@ def test_openrlhf_retry_after_a_504_attaches_to_the_running_evaluation(reward_se
     assert len(list(jobs.scan_iter(match="kg:job:*"))) == before + 1  # the retries ran nothing new
 
 
+def test_openrlhfs_own_http_reward_client_gets_the_reward_through_504_retries(reward_server, problems):
+    """OpenRLHF's SingleTurnAgentExecutor._fetch_rewards_via_http (0.11.2) against the server: its 1 s retries
+    re-attach to the running evaluation after each 504 until the reward is there."""
+    import asyncio
+    import itertools
+    from types import SimpleNamespace
+
+    executor_cls = pytest.importorskip("openrlhf.utils.agent").SingleTurnAgentExecutor
+    url = reward_server(3.0) + "/get_reward"
+    executor = SimpleNamespace(reward_endpoints=[url], _reward_endpoint_cycle=itertools.cycle([url]))
+    body = openrlhf_body(problems, [good_answer()])
+    fetch = executor_cls._fetch_rewards_via_http(executor, body["query"], body["prompts"], body["labels"])
+    [info] = asyncio.run(fetch)
+    assert info["rewards"] == [0.5] and info["extra_logs"]["correct"] == [1.0]
+
+
 def test_openrlhf_bad_requests_get_a_clear_422(reward_server):
     url = reward_server(240)
     r = httpx.post(url + "/get_reward", json={"query": ["a"], "prompts": [], "labels": [RELU]}, timeout=30)
