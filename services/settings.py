@@ -51,11 +51,6 @@ class EvalSettings(BaseSettings):
         ge=3,
         description="Fresh calls per side that must confirm a wall-clock or side-stream excess before it rejects.",
     )
-    hidden_sizes: bool = Field(
-        True,
-        description="Also check correctness on smaller, unaligned variants of the problem's input sizes "
-        "(part of the defences; see services/hidden_shapes.py).",
-    )
     reference_cache_calls: int = Field(
         20, ge=3, description="Fresh reference calls that must agree with a stored reference timing to reuse it."
     )
@@ -73,6 +68,11 @@ class EvalSettings(BaseSettings):
     # Reward-hacking defences.
     defences: bool = Field(
         True, description="False turns the reward-hacking defences off; only for measuring what they cost."
+    )
+    hidden_sizes: bool = Field(
+        True,
+        description="Also check correctness on smaller, unaligned variants of the problem's input sizes "
+        "(part of the defences; see services/hidden_shapes.py).",
     )
     policy: Literal["default", "strict"] = Field("default", description="Defence policy when a request gives none.")
     strict_min_coverage: float = Field(0.9, ge=0, le=1, description="Custom-kernel GPU-time share under `strict`.")
