@@ -103,7 +103,7 @@ def evaluate(args: argparse.Namespace) -> int:
     from gym_client import KernelGymClient
     from rl_client.algorithms.rewards import DRKERNEL_PR
     from rl_client.data import kernelbench_problems, service_problems
-    from rl_client.model_eval import OpenAIGenerator, report, table
+    from rl_client.model_eval import OpenAIGenerator, plot, report, table
     from rl_client.rollout import run_episodes
     from rl_client.scoring import ServiceScorer
 
@@ -141,6 +141,8 @@ def evaluate(args: argparse.Namespace) -> int:
         f"protocol {rep['protocol_version']}, {rep['gpu']}"
     )
     print(table(rep))
+    if args.plot:
+        plot(rep, str(args.plot))
     if args.out:
         turns = [
             {
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--temperature", type=float, default=1.0)
     ev.add_argument("--max-tokens", type=int, default=8192)
     ev.add_argument("--out", type=Path, help="write the report and every turn as JSON here")
+    ev.add_argument("--plot", type=Path, help="write a bar chart of correctness and Fast@p per turn here (PNG)")
     args = parser.parse_args(argv)
     if args.command == "evaluate":
         return evaluate(args)

@@ -111,3 +111,26 @@ class OpenAIGenerator:
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.http.close()
+
+
+def plot(rep: dict[str, Any], path: str) -> None:
+    """Correct share and Fast@p per turn, with best-of-turns as the last group; written as an image."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [(f"turn {i + 1}", s) for i, s in enumerate(rep["per_turn"])] + [("best", rep["best_of_turns"])]
+    series = [("correct", lambda s: s["correct"])] + [(f"fast_{p}", lambda s, p=p: s["fast_p"][str(p)]) for p in FAST_P]
+    width = 0.8 / len(series)
+    fig, ax = plt.subplots(figsize=(1.6 * len(groups) + 2, 3.5))
+    for k, (name, value) in enumerate(series):
+        ax.bar([g + k * width for g in range(len(groups))], [value(s) for _, s in groups], width, label=name)
+    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))], [name for name, _ in groups])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("share of samples")
+    ax.set_title(f"{rep.get('model', '')} ({rep.get('gpu', '')}, {rep.get('protocol_version', '')})")
+    ax.legend(fontsize=8, ncol=len(series))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

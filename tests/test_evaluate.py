@@ -150,7 +150,9 @@ def test_infinite_loop_times_out_within_the_phase_limit(strict_timeouts, relu):
     elapsed = time.monotonic() - start
     assert result.verdict is Verdict.TIMEOUT
     assert "Timed out" in result.feedback
-    assert elapsed < 20 + 4 + 10  # load + correctness budgets, plus child start
+    # The load and correctness budgets bound the time after the children started (starting them is slow on a
+    # loaded two-core machine and is not what this test is about).
+    assert elapsed - result.phases["start"] < 20 + 4 + 5
 
 
 def test_huge_allocation_fails_cleanly(strict_timeouts, relu):

@@ -98,6 +98,8 @@ def test_evaluate_reports_per_turn_and_best_of_turns(stack, model_server, tmp_pa
         "2",
         "--out",
         str(out),
+        "--plot",
+        str(tmp_path / "eval.png"),
     ]
     assert main(args) == 0
     printed = capsys.readouterr().out
@@ -108,4 +110,5 @@ def test_evaluate_reports_per_turn_and_best_of_turns(stack, model_server, tmp_pa
     assert rep["best_of_turns"]["correct"] == 1.0 and rep["best_of_turns"]["rejected"] == 0.0
     assert rep["best_of_turns"]["fast_p"]["1.0"] == 0.0  # a CPU service measures no speedup
     assert rep["gpu"] == "cpu" and rep["generation_failures"] == 0
+    assert (tmp_path / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [(t["turn"], t["verdict"]) for t in data["turns"]] == [(0, "incorrect"), (1, "passed")] * 2
