@@ -575,8 +575,8 @@ class _Evaluation:
                 for side in sides:
                     timed(side, keep=True)
             for side, cached in stored.items():
-                drift = statistics.median(samples[side]) / cached.median_ms - 1
-                if abs(drift) <= self.s.reference_cache_tolerance:
+                fresh = statistics.median(samples[side])
+                if cached.median_ms > 0 and abs(fresh / cached.median_ms - 1) <= self.s.reference_cache_tolerance:
                     accepted[side] = cached
         measured = [side for side in sides if side not in accepted]
         # The budget shrinks with the sides left to time, so the candidate gets as many calls as without stored

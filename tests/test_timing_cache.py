@@ -47,13 +47,13 @@ def test_a_passing_evaluation_stores_its_reference_timing_and_the_next_reuses_it
     assert list(store) == [key]
 
 
-@pytest.mark.parametrize("stored", ["far_off", "unreadable"])
+@pytest.mark.parametrize("stored", ["far_off", "zero", "unreadable"])
 def test_a_stored_timing_that_is_contradicted_or_unreadable_is_replaced(tolerant, relu, stored):
     store = DictStore()
     first = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
     key = next(iter(store))
-    bogus = first.reference_runtime.model_copy(update={"median_ms": 1e-9})
-    store[key] = bogus.model_dump_json() if stored == "far_off" else "{not json"
+    bogus = first.reference_runtime.model_copy(update={"median_ms": 1e-9 if stored == "far_off" else 0.0})
+    store[key] = "{not json" if stored == "unreadable" else bogus.model_dump_json()
 
     second = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
 
