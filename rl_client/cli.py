@@ -103,8 +103,7 @@ def evaluate(args: argparse.Namespace) -> int:
     from gym_client import KernelGymClient
     from rl_client.algorithms.rewards import DRKERNEL_PR
     from rl_client.data import kernelbench_problems, service_problems
-    from rl_client.model_eval import OpenAIGenerator, plot, report, table
-    from rl_client.rollout import run_episodes
+    from rl_client.model_eval import OpenAIGenerator, plot, report, sequential_scaling, table
     from rl_client.scoring import ServiceScorer
 
     ids = args.problems.split(",") if args.problems else None
@@ -120,24 +119,26 @@ def evaluate(args: argparse.Namespace) -> int:
         )
         scorer = ServiceScorer(client, DRKERNEL_PR)
         try:
-            episodes = run_episodes(problems, args.samples, generator, scorer, max_turns=args.turns)
+            windows = sequential_scaling(problems, args.samples, generator, scorer, args.turns, args.iterations)
         finally:
             generator.close()
             scorer.close()
-        evaluated = next((t.outcome.evaluation_id for e in episodes for t in e.turns if t.outcome.verdict), None)
+        evaluated = next((t.outcome.evaluation_id for e in windows[0] for t in e.turns if t.outcome.verdict), None)
         env = client.get(evaluated).result.get("environment", {}) if evaluated else {}
     rep = {
         "model": args.model,
         "problems": len(problems),
         "samples": args.samples,
         "turns": args.turns,
+        "iterations": args.iterations,
         "protocol_version": env.get("protocol_version"),
         "gpu": env.get("gpu_name") or env.get("device"),
         "generation_failures": generator.failures,
-        **report(episodes),
+        **report(windows),
     }
     print(
-        f"{args.model}: {len(problems)} problems x {args.samples} samples x {args.turns} turns, "
+        f"{args.model}: {len(problems)} problems x {args.samples} samples x {args.turns} turns "
+        f"x {args.iterations} iteration(s), "
         f"protocol {rep['protocol_version']}, {rep['gpu']}"
     )
     print(table(rep))
@@ -147,6 +148,7 @@ def evaluate(args: argparse.Namespace) -> int:
         turns = [
             {
                 "problem": e.problem.id,
+                "iteration": w,
                 "sample": i,
                 "turn": t,
                 "answer": turn.answer,
@@ -157,7 +159,8 @@ def evaluate(args: argparse.Namespace) -> int:
                 "feedback": turn.outcome.feedback,
                 "evaluation_id": turn.outcome.evaluation_id,
             }
-            for i, e in enumerate(episodes)
+            for w, window in enumerate(windows)
+            for i, e in enumerate(window)
             for t, turn in enumerate(e.turns)
         ]
         args.out.write_text(json.dumps({"report": rep, "turns": turns}, indent=1))
@@ -190,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--kernelbench", type=Path, help="a KernelBench-layout directory instead of the service's set")
     ev.add_argument("--samples", type=int, default=1)
     ev.add_argument("--turns", type=int, default=3)
+    ev.add_argument(
+        "--iterations",
+        type=int,
+        default=1,
+        help="sequential test-time scaling: windows of --turns turns, each restarting from the best turn so far",
+    )
     ev.add_argument("--temperature", type=float, default=1.0)
     ev.add_argument("--max-tokens", type=int, default=8192)
     ev.add_argument("--out", type=Path, help="write the report and every turn as JSON here")

@@ -17,8 +17,9 @@ from typing import Any
 import httpx
 from tenacity import retry, stop_after_attempt, wait_exponential
 
-from rl_client.rollout import Episode, Messages
-from rl_client.scoring import TurnOutcome
+from rl_client.data import Problem
+from rl_client.rollout import Episode, Generate, Messages, Turn, continue_episodes, run_episodes
+from rl_client.scoring import ServiceScorer, TurnOutcome
 
 FAST_P = (1.0, 1.2, 1.5, 2.0)
 
@@ -40,26 +41,56 @@ def summarize(outcomes: Sequence[TurnOutcome]) -> dict[str, Any]:
     }
 
 
-def best_outcome(episode: Episode) -> TurnOutcome:
+def best_turn(episode: Episode) -> Turn:
     """The episode's best turn: the correct one with the highest speedup (the first correct one when none has a
     speedup), otherwise the last turn."""
-    correct = [t.outcome for t in episode.turns if t.outcome.correct]
+    correct = [t for t in episode.turns if t.outcome.correct]
     if not correct:
-        return episode.turns[-1].outcome
-    return max(correct, key=lambda o: o.speedup if o.speedup is not None else -math.inf)
+        return episode.turns[-1]
+    return max(correct, key=lambda t: t.outcome.speedup if t.outcome.speedup is not None else -math.inf)
 
 
-def report(episodes: Sequence[Episode]) -> dict[str, Any]:
+def best_outcome(episode: Episode) -> TurnOutcome:
+    return best_turn(episode).outcome
+
+
+def sequential_scaling(
+    problems: list[Problem],
+    samples: int,
+    generate: Generate,
+    scorer: ServiceScorer,
+    turns: int,
+    iterations: int,
+    feedback_chars: int = 2000,
+) -> list[list[Episode]]:
+    """Sequential test-time scaling: `iterations` windows of `turns` turns per sample. The first window is a
+    plain episode; each later one starts a fresh context holding only the best turn so far (its answer and
+    the feedback on it), so the context stays short however many turns are spent. One list of episodes per
+    window; a later window's first turn is that carried-over best turn."""
+    windows = [run_episodes(problems, samples, generate, scorer, turns, feedback_chars)]
+    for _ in range(iterations - 1):
+        seeds = [Episode(e.problem, e.group, turns=[best_turn(e)]) for e in windows[-1]]
+        windows.append(continue_episodes(seeds, generate, scorer, turns, feedback_chars))
+    return windows
+
+
+def report(windows: Sequence[Sequence[Episode]]) -> dict[str, Any]:
+    """Per turn of the first window, best of its turns, and with several windows the best so far after each."""
+    episodes = windows[0]
     turns = max((len(e.turns) for e in episodes), default=0)
-    return {
+    rep: dict[str, Any] = {
         "per_turn": [summarize([e.turns[t].outcome for e in episodes if len(e.turns) > t]) for t in range(turns)],
         "best_of_turns": summarize([best_outcome(e) for e in episodes if e.turns]),
     }
+    if len(windows) > 1:  # a later window starts from the best turn so far, so its best is the best so far
+        rep["per_iteration"] = [summarize([best_outcome(e) for e in w if e.turns]) for w in windows]
+    return rep
 
 
 def table(rep: dict[str, Any]) -> str:
     head = ["", "correct"] + [f"fast_{p}" for p in FAST_P] + ["geomean speedup", "coverage", "rejected"]
     rows = [(f"turn {i + 1}", s) for i, s in enumerate(rep["per_turn"])] + [("best of turns", rep["best_of_turns"])]
+    rows += [(f"best after iteration {i + 1}", s) for i, s in enumerate(rep.get("per_iteration", []))]
 
     def fmt(x: float | None, pct: bool = True) -> str:
         return "-" if x is None else (f"{x:.1%}" if pct else f"{x:.3f}")

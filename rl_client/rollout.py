@@ -49,7 +49,14 @@ def run_episodes(
 ) -> list[Episode]:
     """`samples` episodes per problem, `max_turns` turns each; generation and scoring are batched per turn."""
     episodes = [Episode(p, group=f"{p.id}") for p in problems for _ in range(samples)]
-    for _ in range(max_turns):
+    return continue_episodes(episodes, generate, scorer, max_turns, feedback_chars)
+
+
+def continue_episodes(
+    episodes: list[Episode], generate: Generate, scorer: ServiceScorer, turns: int, feedback_chars: int = 2000
+) -> list[Episode]:
+    """`turns` more turns for each episode, after the turns it already holds."""
+    for _ in range(turns):
         histories = [ep.messages(feedback_chars) for ep in episodes]
         answers = generate(histories)
         if len(answers) != len(episodes):

@@ -112,3 +112,19 @@ def test_evaluate_reports_per_turn_and_best_of_turns(stack, model_server, tmp_pa
     assert rep["gpu"] == "cpu" and rep["generation_failures"] == 0
     assert (tmp_path / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [(t["turn"], t["verdict"]) for t in data["turns"]] == [(0, "incorrect"), (1, "passed")] * 2
+
+
+def test_sequential_scaling_restarts_each_window_from_the_best_turn(stack, model_server, tmp_path, capsys):
+    out = tmp_path / "scaling.json"
+    args = ["evaluate", "--model-url", model_server, "--model", "scripted", "--service", stack.base_url]
+    args += ["--problems", "level1/1_ReLU", "--turns", "1", "--iterations", "2", "--out", str(out)]
+    assert main(args) == 0
+    assert "best after iteration 2" in capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert [s["correct"] for s in data["report"]["per_iteration"]] == [0.0, 1.0]
+    # The second window holds the carried-over best turn of the first (seen as history) and one new turn.
+    assert [(t["iteration"], t["turn"], t["verdict"]) for t in data["turns"]] == [
+        (0, 0, "incorrect"),
+        (1, 0, "incorrect"),
+        (1, 1, "passed"),
+    ]
