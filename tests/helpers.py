@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import textwrap
+import threading
+import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from services.problems import bundled_kernel
 
@@ -67,3 +72,24 @@ def char_tokenizer():
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<eos>", pad_token="<pad>", unk_token="<unk>", chat_template=CHAT_TEMPLATE
     )
+
+
+@contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """An ASGI app on a free local port, served by uvicorn in a thread; yields its base URL."""
+    import uvicorn
+
+    from kernelgym.stack import free_port
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True

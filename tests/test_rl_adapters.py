@@ -4,17 +4,15 @@ workers): TRL's reward function, verl's compute_score, and OpenRLHF's remote-rew
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import httpx
 import pytest
 import redis
-import uvicorn
-from helpers import bundled_source, relu_candidate, unique
+from helpers import bundled_source, relu_candidate, serving, unique
 
-from kernelgym.stack import free_port
 from rl_client.adapters import verl
 from rl_client.adapters.common import AdapterConfig, LabelError, job_from_label
 from rl_client.adapters.openrlhf_reward import create_app, response_text
@@ -116,24 +114,14 @@ def test_verl_interaction_scores_each_turn_and_feeds_back_until_max_turns(stack,
 @pytest.fixture
 def reward_server(stack) -> Iterator:
     """The OpenRLHF reward app on a real port; `answer_within_s` short enough to see the 504 path."""
-    servers = []
+    with ExitStack() as stack_of_servers:
 
-    def start(answer_within_s: float) -> str:
-        port = free_port()
-        app = create_app(AdapterConfig(url=stack.base_url), answer_within_s=answer_within_s)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        threading.Thread(target=server.run, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline, "reward server did not start"
-            time.sleep(0.05)
-        servers.append((server, app))
-        return f"http://127.0.0.1:{port}"
+        def start(answer_within_s: float) -> str:
+            app = create_app(AdapterConfig(url=stack.base_url), answer_within_s=answer_within_s)
+            stack_of_servers.callback(app.state.scorer.close)
+            return stack_of_servers.enter_context(serving(app))
 
-    yield start
-    for server, app in servers:
-        server.should_exit = True
-        app.state.scorer.close()
+        yield start
 
 
 def openrlhf_body(problems, answers: list[str]) -> dict:

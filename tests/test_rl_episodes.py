@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 import time
 import uuid
 
 import httpx
 import pyarrow.parquet as pq
 import pytest
-import uvicorn
-from helpers import bundled_source, relu_candidate, unique
+from helpers import bundled_source, relu_candidate, serving, unique
 
-from kernelgym.stack import free_port
 from rl_client.adapters.common import AdapterConfig
 from rl_client.adapters.episodes import EpisodeStore, create_episode_app
 
@@ -27,16 +24,8 @@ WRONG = f"```python\n{relu_candidate('return triton_relu(x) * 2.0')}```"
 def episodes(stack):
     store = EpisodeStore(stack.redis_url, prefix=f"kge-{uuid.uuid4().hex[:8]}", ttl_s=600)
     app = create_episode_app(store, AdapterConfig(url=stack.base_url, timeout_s=240))
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as http:
+    with serving(app) as url, httpx.Client(base_url=url, timeout=300) as http:
         yield http, store
-    server.should_exit = True
     app.state.scorer.close()
 
 

@@ -4,15 +4,11 @@ service with a scripted OpenAI-compatible model server (the model is the only st
 from __future__ import annotations
 
 import json
-import threading
-import time
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
-from helpers import bundled_source, relu_candidate
+from helpers import bundled_source, relu_candidate, serving
 
-from kernelgym.stack import free_port
 from rl_client.algorithms.rewards import DRKERNEL_PR, turn_reward
 from rl_client.cli import main
 from rl_client.data import Problem
@@ -69,15 +65,8 @@ def model_server():
         code = bundled_source("level1/1_ReLU") if seen_feedback else relu_candidate("return triton_relu(x) * 2.0")
         return {"choices": [{"message": {"role": "assistant", "content": f"```python\n{code}```"}}]}
 
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}/v1"
-    server.should_exit = True
+    with serving(app) as url:
+        yield url + "/v1"
 
 
 def test_evaluate_reports_per_turn_and_best_of_turns(stack, model_server, tmp_path, capsys):
