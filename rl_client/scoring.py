@@ -119,9 +119,7 @@ class ServiceScorer:
         except Exception as exc:  # the service went away: this turn scores 0, the batch goes on
             return self._unscored(f"The evaluation service failed ({exc}).", evaluation_id)
         if not ev.finished and not self.cancel_late:
-            return TurnOutcome(
-                turn_reward(self.spec, None), None, False, None, None, "not finished yet", evaluation_id, pending=True
-            )
+            return self._unscored("not finished yet", evaluation_id, pending=True)
         if not ev.finished:
             try:
                 self.client.cancel(evaluation_id)
@@ -142,5 +140,5 @@ class ServiceScorer:
             evaluation_id=ev.id,
         )
 
-    def _unscored(self, feedback: str, evaluation_id: str | None = None) -> TurnOutcome:
-        return TurnOutcome(turn_reward(self.spec, None), None, False, None, None, feedback, evaluation_id)
+    def _unscored(self, feedback: str, evaluation_id: str | None = None, pending: bool = False) -> TurnOutcome:
+        return TurnOutcome(turn_reward(self.spec, None), None, False, None, None, feedback, evaluation_id, pending)

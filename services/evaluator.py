@@ -118,7 +118,7 @@ class _Evaluation:
         self.ev = ev
         self.timings = timings
         self.from_cache: list[str] = []  # sides whose statistics came from `timings`, revalidated
-        self.to_store: dict[str, str] = {}  # side -> key, for sides timed in full
+        self.timing_keys: dict[str, str] = {}  # reference side -> its key in `timings`
         self.s = ev.settings
         self.problem = problem
         self.candidate = candidate
@@ -369,7 +369,7 @@ class _Evaluation:
             if count_flops:
                 self.flops = float(ref_h.get("flops") or 0.0)
                 self.io_bytes = (tensors.nbytes(ref_h["inputs"]), tensors.nbytes(ref_struct))
-            poison = [[str(d).removeprefix("torch."), s] for d, s in tensors.tensor_specs(ref_struct)]
+            poison = poison_specs(ref_struct)
             what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
             t_call = time.monotonic()
             cand_h, _ = self.ask(
@@ -436,21 +436,16 @@ class _Evaluation:
                 continue  # the reference cannot run these sizes: the problem's constraint, not the candidate's
             shown = ", ".join(f"{k}={v}" for k, v in sizes.items())
             ref_struct = ref_h["structures"][0]
-            poison = [[str(d).removeprefix("torch."), s] for d, s in tensors.tensor_specs(ref_struct)]
             what = f"running forward() on other input sizes ({shown})"
             cand_h, _ = self.ask(
-                self.cand, {"cmd": "call", "seed": seed, "sizes": sizes, "poison": poison}, deadline, what
+                self.cand,
+                {"cmd": "call", "seed": seed, "sizes": sizes, "poison": poison_specs(ref_struct)},
+                deadline,
+                what,
             )
             self.guard_process(what)
             self.require_launches(cand_h, what)
-            cand_struct = cand_h["structures"][0]
-            msg = structure_mismatch(ref_struct, cand_struct)
-            if msg is None:
-                ref_out = self.receive(self.ref, "output", ref_struct, deadline)
-                cand_out = self.receive(self.cand, "output", cand_struct, deadline)
-                cmp = compare_outputs(ref_out, cand_out, self.tol)
-                msg = None if cmp.ok else cmp.reason
-                del ref_out, cand_out
+            msg = self.output_mismatch(ref_struct, cand_h["structures"][0], deadline)
             for child in (self.ref, self.cand):
                 self.ask(child, {"cmd": "release"}, deadline, "releasing tensors")
             if msg is not None:
@@ -600,21 +595,18 @@ class _Evaluation:
             self.distinct_outputs()
         self.runtimes = {side: accepted.get(side) or stats.summarize(v) for side, v in samples.items()}
         self.from_cache = sorted(accepted)
-        for side in accepted:
-            self.to_store.pop(side)
         if self.off_window_suspect(overheads, extras, cpu):
             # Confirm on fresh calls, reference and candidate alternating, before rejecting: a neighbour's
             # burst of host or GPU work can shift one side's overheads for a while, hidden work shifts every call.
-            fresh: dict[str, tuple[list[float], list[float]]] = {"reference": ([], []), "candidate": ([], [])}
+            overheads = {"reference": [], "candidate": []}
+            extras = {"reference": [], "candidate": []}
             for _ in range(self.s.confirm_calls):
-                for side, (over, extra) in fresh.items():
-                    o, e = timed(side, keep=False)
-                    over.append(o)
-                    extra.append(e)
-            overheads = {side: v[0] for side, v in fresh.items()}
-            extras = {side: v[1] for side, v in fresh.items()}
+                for side in overheads:
+                    over, extra = timed(side, keep=False)
+                    overheads[side].append(over)
+                    extras[side].append(extra)
         self.guard_process("the timed calls")
-        self.wall_clock_checks(overheads, extras, cpu, len(overheads["candidate"]))
+        self.wall_clock_checks(overheads, extras, cpu)
         self.phases["timing"] = time.monotonic() - t
         if cpu:
             return "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
@@ -622,7 +614,7 @@ class _Evaluation:
         return feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
 
     def stored_timings(self, sides: dict[str, tuple[Child, str]]) -> dict[str, RuntimeStats]:
-        """The reference sides' stored statistics; every reference side is stored again unless revalidated."""
+        """The reference sides' stored statistics (and their keys, for storing the sides timed in full)."""
         if self.timings is None:
             return {}
         env = environment(self.device, "unknown")
@@ -630,7 +622,7 @@ class _Evaluation:
         for side, (_, variant) in sides.items():
             if side != "candidate":
                 key = timing_cache.timing_key(self.problem.source, variant, env, self.s)
-                self.to_store[side] = key
+                self.timing_keys[side] = key
                 cached = timing_cache.load(self.timings, key)
                 if cached is not None:
                     found[side] = cached
@@ -639,21 +631,24 @@ class _Evaluation:
     def store_timings(self) -> None:
         """Only an evaluation that passed every check stores its reference timings: a candidate that
         disturbed the reference's calls is rejected, and its figures never reach another evaluation."""
-        for side, key in self.to_store.items():
-            if side in self.runtimes:
+        for side, key in self.timing_keys.items():
+            if side in self.runtimes and side not in self.from_cache:
                 timing_cache.save(self.timings, key, self.runtimes[side])
+
+    def output_mismatch(self, ref_struct: dict[str, Any], cand_struct: dict[str, Any], deadline: float) -> str | None:
+        """What is wrong with the candidate's kept output against the reference's, or None when it matches."""
+        msg = structure_mismatch(ref_struct, cand_struct)
+        if msg is not None:
+            return msg
+        ref_out = self.receive(self.ref, "output", ref_struct, deadline)
+        cand_out = self.receive(self.cand, "output", cand_struct, deadline)
+        cmp = compare_outputs(ref_out, cand_out, self.tol)
+        return None if cmp.ok else cmp.reason
 
     def recheck(self, seed: int, cand_struct: dict[str, Any], deadline: float) -> None:
         """Compare a timed call's output with the reference's for the same (unseen) inputs."""
         ref_h, _ = self.ask(self.ref, {"cmd": "call", "seed": seed}, deadline, "re-running the reference")
-        ref_struct = ref_h["structures"][0]
-        msg = structure_mismatch(ref_struct, cand_struct)
-        cmp = None
-        if msg is None:
-            ref_out = self.receive(self.ref, "output", ref_struct, deadline)
-            cand_out = self.receive(self.cand, "output", cand_struct, deadline)
-            cmp = compare_outputs(ref_out, cand_out, self.tol)
-            msg = None if cmp.ok else cmp.reason
+        msg = self.output_mismatch(ref_h["structures"][0], cand_struct, deadline)
         self.ask(self.ref, {"cmd": "release"}, deadline, "releasing tensors")
         if msg is not None:
             self.check("timed_output_recheck", False, msg)
@@ -683,30 +678,32 @@ class _Evaluation:
                 "call on different inputs (results cached or replayed across calls).",
             )
 
-    def off_window_excess(self, overheads: dict[str, list[float]]) -> tuple[float, float]:
-        """The candidate's per-call time outside its timed window beyond the reference's, and the allowance."""
-        excess = stats.low_quantile(overheads["candidate"]) - stats.low_quantile(overheads["reference"])
-        return excess, self.s.wall_slack_ms + 0.1 * self.runtimes["candidate"].median_ms
+    def off_window(self, overheads: dict[str, list[float]]) -> tuple[float, float, float]:
+        """Per-call time outside the timed window, candidate and reference (20th percentile), and the excess the
+        candidate is allowed."""
+        return (
+            stats.low_quantile(overheads["candidate"]),
+            stats.low_quantile(overheads["reference"]),
+            self.s.wall_slack_ms + 0.1 * self.runtimes["candidate"].median_ms,
+        )
 
     def side_stream_excess(self, extras: dict[str, list[float]]) -> float:
         return stats.low_quantile(extras["candidate"]) - stats.low_quantile(extras["reference"])
 
     def off_window_suspect(self, overheads: dict[str, list[float]], extras: dict[str, list[float]], cpu: bool) -> bool:
-        excess, allowed = self.off_window_excess(overheads)
-        return (not cpu and excess > allowed) or (
+        cand_over, ref_over, allowed = self.off_window(overheads)
+        return (not cpu and cand_over - ref_over > allowed) or (
             self.defended and self.side_stream_excess(extras) > self.s.side_stream_slack_ms
         )
 
-    def wall_clock_checks(
-        self, overheads: dict[str, list[float]], extras: dict[str, list[float]], cpu: bool, calls: int
-    ) -> None:
+    def wall_clock_checks(self, overheads: dict[str, list[float]], extras: dict[str, list[float]], cpu: bool) -> None:
         """Work hidden outside the timed window adds a constant to each of the candidate's calls; a low quantile
         of the per-call overhead keeps it while ignoring the scheduling spikes of a loaded host. Not compared
         on CPU, where no speedup is reported and so hidden work would gain nothing."""
+        calls = len(overheads["candidate"])
         if not cpu:
-            excess, allowed = self.off_window_excess(overheads)
-            cand_over = stats.low_quantile(overheads["candidate"])
-            ref_over = stats.low_quantile(overheads["reference"])
+            cand_over, ref_over, allowed = self.off_window(overheads)
+            excess = cand_over - ref_over
             if not self.check(
                 "timing_wall_clock",
                 excess <= allowed,
@@ -822,6 +819,11 @@ class _Evaluation:
             phases={k: round(v, 4) for k, v in self.phases.items()},
             environment=environment(self.device, network),
         )
+
+
+def poison_specs(structure: dict[str, Any]) -> list[list[Any]]:
+    """The (dtype, shape) of each expected output, for the child to poison before the candidate's call."""
+    return [[str(d).removeprefix("torch."), s] for d, s in tensors.tensor_specs(structure)]
 
 
 def environment(device: str, network: str) -> Environment:

@@ -94,3 +94,18 @@ def outcome_dict(outcome: TurnOutcome) -> dict[str, Any]:
         "feedback": outcome.feedback,
         "evaluation_id": outcome.evaluation_id,
     }
+
+
+def outcome_metrics(outcome: TurnOutcome) -> dict[str, float]:
+    """The numeric part of `outcome_dict`, as frameworks log it (averaged over a batch): text stays out, a
+    missing figure becomes 0."""
+    return {
+        "score": outcome.reward.reward,
+        "correct_reward": outcome.reward.correct,
+        "speedup_reward": outcome.reward.speedup,
+        "coverage_reward": outcome.reward.coverage,
+        "correct": float(outcome.correct),
+        "rejected": float(outcome.verdict == "rejected"),
+        "speedup": outcome.speedup or 0.0,
+        "coverage": outcome.coverage or 0.0,
+    }

@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field, model_validator
 
-from rl_client.adapters.common import AdapterConfig, LabelError, job_from_label
+from rl_client.adapters.common import AdapterConfig, LabelError, job_from_label, outcome_metrics
 from rl_client.algorithms.rewards import DRKERNEL_PR, RewardSpec
 
 
@@ -68,15 +68,11 @@ def create_app(
                 "send the same request again to get their result",
             )
         rewards = [o.reward.reward for o in outcomes]
+        metrics = [outcome_metrics(o) for o in outcomes]
         return {
             "rewards": rewards,
             "scores": rewards,
-            "extra_logs": {
-                "correct": [float(o.correct) for o in outcomes],
-                "rejected": [float(o.verdict == "rejected") for o in outcomes],
-                "speedup": [o.speedup or 0.0 for o in outcomes],
-                "coverage": [o.coverage or 0.0 for o in outcomes],
-            },
+            "extra_logs": {k: [m[k] for m in metrics] for k in ("correct", "rejected", "speedup", "coverage")},
         }
 
     @app.get("/healthz")

@@ -15,7 +15,7 @@ import threading
 import uuid
 from typing import Any
 
-from rl_client.adapters.common import AdapterConfig, job_from_label, outcome_dict
+from rl_client.adapters.common import AdapterConfig, job_from_label, outcome_metrics
 from rl_client.prompts import next_turn
 from rl_client.scoring import ServiceScorer
 
@@ -32,25 +32,11 @@ def _scorer() -> ServiceScorer:
         return _scorers[config]
 
 
-def _metrics(outcome: dict[str, Any]) -> dict[str, Any]:
-    """verl averages numeric entries across the batch; text stays out, a missing figure becomes 0."""
-    return {
-        "score": outcome["score"],
-        "correct_reward": outcome["correct_reward"],
-        "speedup_reward": outcome["speedup_reward"],
-        "coverage_reward": outcome["coverage_reward"],
-        "correct": float(outcome["correct"]),
-        "rejected": float(outcome["verdict"] == "rejected"),
-        "speedup": outcome["speedup"] or 0.0,
-        "coverage": outcome["coverage"] or 0.0,
-    }
-
-
 def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None, **_: Any
 ) -> dict[str, Any]:
     [outcome] = _scorer().score([job_from_label(ground_truth, solution_str)])
-    return _metrics(outcome_dict(outcome))
+    return outcome_metrics(outcome)
 
 
 def compute_score_batch(
@@ -62,7 +48,7 @@ def compute_score_batch(
 ) -> list[dict[str, Any]]:
     """For verl's batch reward manager: the whole batch is evaluated concurrently."""
     jobs = [job_from_label(gt, sol) for gt, sol in zip(ground_truths, solution_strs, strict=True)]
-    return [_metrics(outcome_dict(o)) for o in _scorer().score(jobs)]
+    return [outcome_metrics(o) for o in _scorer().score(jobs)]
 
 
 try:  # verl needs a GPU stack to install; the interaction keeps its interface without it
@@ -106,7 +92,7 @@ class KernelGymInteraction(_InteractionBase):
             done,
             next_turn(outcome.feedback, self.feedback_chars),
             outcome.reward.reward,
-            _metrics(outcome_dict(outcome)),
+            outcome_metrics(outcome),
         )
 
     async def calculate_score(self, instance_id: str, **_: Any) -> float:
