@@ -6,6 +6,7 @@ kernelgym demo --in-process   the same examples through the evaluation core dire
 kernelgym serve           the HTTP gateway
 kernelgym worker          a worker for one device
 kernelgym hash-key KEY    the digest to put in KERNELGYM_API_KEY_HASHES
+kernelgym healthcheck http|worker   exit 0 when healthy (container health checks and probes)
 """
 
 from __future__ import annotations
@@ -31,7 +32,28 @@ def _parser() -> argparse.ArgumentParser:
     worker.add_argument("--name", help="Celery node name (default: derived from class, GPU and pid)")
     key = sub.add_parser("hash-key", help="print the SHA-256 digest of an API key")
     key.add_argument("key")
+    health = sub.add_parser("healthcheck", help="exit 0 when healthy, 1 when not (for container health checks)")
+    probe = health.add_subparsers(dest="probe", required=True)
+    http = probe.add_parser("http", help="a server's /healthz answers 200 (the gateway by default)")
+    http.add_argument("--url", help="default: http://127.0.0.1:$KERNELGYM_PORT/healthz")
+    http.add_argument("--timeout", type=float, default=3.0)
+    beat = probe.add_parser("worker", help="a worker process on this host has a fresh heartbeat in Redis")
+    beat.add_argument("--hostname", help="whose workers to look for (default: this host's name)")
+    beat.add_argument("--allow-quarantined", action="store_true", help="a quarantined GPU still counts as alive")
     return parser
+
+
+def healthcheck(args: argparse.Namespace) -> int:
+    from gym_common.settings import ServiceSettings
+    from kernelgym.probes import probe_http, probe_worker
+
+    settings = ServiceSettings()
+    if args.probe == "http":
+        ok, message = probe_http(args.url or f"http://127.0.0.1:{settings.port}/healthz", args.timeout)
+    else:
+        ok, message = probe_worker(settings, args.hostname, args.allow_quarantined)
+    print(f"{'healthy' if ok else 'unhealthy'}: {message}")
+    return 0 if ok else 1
 
 
 def service_demo(device: str | None) -> int:
@@ -91,5 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = ServiceSettings()
         run_worker(args.device_class or settings.device_class, args.gpu, args.name, settings.log_level)
         return 0
+    if args.command == "healthcheck":
+        return healthcheck(args)
     print(hashlib.sha256(args.key.encode()).hexdigest())
     return 0
