@@ -13,9 +13,13 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_SPEC)
-	$(BIN)/pip install -q -e ".[core,service,rl,dev]"
+	$(BIN)/pip install -q -e ".[core,service,rl,dev,frameworks]"
 	# OpenRLHF's agent API imports on CPU, but its pinned dependencies (flash-attn, vllm) do not install there.
 	$(BIN)/pip install -q --no-deps "openrlhf==0.11.2"
+	# verl 0.7.1 (the last release with verl.interactions) pins numpy<2 and a GPU stack, so it goes in without its
+	# dependencies (the `frameworks` extra has what its CPU-side modules import); tensordict 0.10.0 is its ceiling,
+	# and pyvers 0.1.0, which that tensordict needs, would downgrade packaging below 26.
+	$(BIN)/pip install -q --no-deps "verl==0.7.1" "tensordict==0.10.0" "pyvers==0.1.0"
 	touch $(STAMP)
 
 demo: $(STAMP)  ## start Redis, the gateway and a worker; post the bundled examples; print verdicts (CPU without a GPU)

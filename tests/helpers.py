@@ -53,6 +53,25 @@ def relu_candidate(forward_body: str, extra: str = "") -> str:
     )
 
 
+# A ReLU kernel short enough for a tiny character-level model to learn in seconds; floor "0.0" is right,
+# any other floor is wrong.
+TINY_KERNEL = """```python
+import torch
+import triton
+import triton.language as tl
+@triton.jit
+def k(x,o,n,B:tl.constexpr):
+ i=tl.program_id(0)*B+tl.arange(0,B)
+ m=i<n
+ tl.store(o+i,tl.maximum(tl.load(x+i,mask=m),{floor}),mask=m)
+class ModelNew(torch.nn.Module):
+ def forward(self,x):
+  o=torch.empty_like(x)
+  k[(triton.cdiv(x.numel(),1024),)](x,o,x.numel(),B=1024)
+  return o
+```"""
+
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}"
     "{% if add_generation_prompt %}<assistant>{% endif %}"

@@ -1,5 +1,6 @@
 """The reward adapters for other RL frameworks, each driven against the live service (real HTTP, real CPU
-workers): TRL's reward function, verl's compute_score, and OpenRLHF's remote-reward protocol."""
+workers): TRL's reward function called directly, and OpenRLHF's remote-reward protocol. TRL's and verl's own
+classes drive the adapters in test_rl_frameworks.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ import pytest
 import redis
 from helpers import bundled_source, relu_candidate, serving, unique
 
-from rl_client.adapters import verl
 from rl_client.adapters.common import AdapterConfig, LabelError, job_from_label
 from rl_client.adapters.openrlhf_reward import create_app, response_text
 from rl_client.adapters.trl import KernelGymReward, completion_text
@@ -72,42 +72,7 @@ def test_a_completion_of_another_type_is_refused():
         completion_text(42)
 
 
-# -- verl --------------------------------------------------------------------------------------------------
-def test_verl_compute_score_returns_the_reward_and_its_components(stack, monkeypatch):
-    monkeypatch.setenv("KERNELGYM_URL", stack.base_url)
-    monkeypatch.setenv("KERNELGYM_REWARD_TIMEOUT_S", "240")
-    one = verl.compute_score("kernelbench", good_answer(), RELU, extra_info={"index": 0})
-    assert one["score"] == 0.5 and one["correct"] == 1.0 and one["rejected"] == 0.0
-    batch = verl.compute_score_batch(
-        ["kernelbench"] * 2, [WRONG, good_answer()], [RELU, json.dumps({"problem_id": RELU})]
-    )
-    assert [b["score"] for b in batch] == [0.0, 0.5]
-    assert all(isinstance(v, float) for b in batch for v in b.values())
-
-
-def test_verl_interaction_scores_each_turn_and_feeds_back_until_max_turns(stack, monkeypatch):
-    import asyncio
-
-    monkeypatch.setenv("KERNELGYM_URL", stack.base_url)
-    monkeypatch.setenv("KERNELGYM_REWARD_TIMEOUT_S", "240")
-    interaction = verl.KernelGymInteraction({"name": "kernelgym", "max_turns": 2})
-
-    async def episode() -> list:
-        iid = await interaction.start_interaction(ground_truth=RELU)
-        history = [{"role": "user", "content": "write ReLU"}, {"role": "assistant", "content": WRONG}]
-        first = await interaction.generate_response(iid, history)
-        history += [{"role": "user", "content": first[1]}, {"role": "assistant", "content": good_answer()}]
-        second = await interaction.generate_response(iid, history)
-        score = await interaction.calculate_score(iid)
-        await interaction.finalize_interaction(iid)
-        return [first, second, score]
-
-    (done1, text1, reward1, info1), (done2, _, reward2, info2), score = asyncio.run(episode())
-    assert (done1, reward1, info1["correct"]) == (False, 0.0, 0.0)
-    assert "incorrect" in text1.lower() or "mismatch" in text1.lower()
-    assert (done2, reward2, info2["correct"], score) == (True, 0.5, 1.0, 0.5)
-    with pytest.raises(LabelError):
-        asyncio.run(interaction.start_interaction(ground_truth=None))
+# -- verl: driven through verl's own reward loop, reward managers and agent loop in test_rl_frameworks.py ------
 
 
 # -- OpenRLHF ----------------------------------------------------------------------------------------------

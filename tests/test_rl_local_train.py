@@ -10,28 +10,14 @@ import json
 
 import torch
 import yaml
-from helpers import char_tokenizer
+from helpers import TINY_KERNEL, char_tokenizer
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from rl_client.cli import main as rl_main
 from rl_client.prompts import SYSTEM, first_turn
 
 RELU = "level1/1_ReLU"
-KERNEL = """```python
-import torch
-import triton
-import triton.language as tl
-@triton.jit
-def k(x,o,n,B:tl.constexpr):
- i=tl.program_id(0)*B+tl.arange(0,B)
- m=i<n
- tl.store(o+i,tl.maximum(tl.load(x+i,mask=m),{floor}),mask=m)
-class ModelNew(torch.nn.Module):
- def forward(self,x):
-  o=torch.empty_like(x)
-  k[(triton.cdiv(x.numel(),1024),)](x,o,x.numel(),B=1024)
-  return o
-```"""
+KERNEL = TINY_KERNEL
 
 
 def tiny_model():

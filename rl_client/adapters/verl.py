@@ -1,7 +1,8 @@
-"""verl's custom reward function: in the trainer config,
+"""verl's custom reward function and multi-turn interaction (tested against verl 0.7.1's own loader, reward
+loop and tool agent loop). In the trainer config:
 
-    custom_reward_function.path=<site-packages>/rl_client/adapters/verl.py
-    custom_reward_function.name=compute_score          # or compute_score_batch with the batch reward manager
+    reward.custom_reward_function.path=pkg://rl_client.adapters.verl   # or this file's path
+    reward.custom_reward_function.name=compute_score
 
 with `KERNELGYM_URL` (and `KERNELGYM_API_KEY`) in the workers' environment. `ground_truth` is the row's label:
 a problem id, a reference source, or JSON with `problem_id` or `reference`. The score is a dict whose `score`
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 from rl_client.adapters.common import AdapterConfig, job_from_label, outcome_metrics
@@ -51,7 +53,7 @@ def compute_score_batch(
     return [outcome_metrics(o) for o in _scorer().score(jobs)]
 
 
-try:  # verl needs a GPU stack to install; the interaction keeps its interface without it
+try:  # verl installs whole only with its GPU stack; the interaction keeps its interface without it
     from verl.interactions.base import BaseInteraction as _InteractionBase
 except ImportError:
 
@@ -62,32 +64,51 @@ except ImportError:
 
 
 class KernelGymInteraction(_InteractionBase):
-    """A multi-turn interaction for verl's agent loop: each assistant turn is evaluated by the service, the
-    turn's reward is returned, and the service's feedback becomes the next user message, for up to
-    `max_turns` turns (config key, default 3). Register it in verl's interaction config with
-    `class_name: rl_client.adapters.verl.KernelGymInteraction`; `ground_truth` is the row's label."""
+    """A multi-turn interaction for verl's agent loop (verl <= 0.7; verl 0.8 removed `verl.interactions`): each
+    assistant turn is evaluated by the service, the turn's reward is returned, and the service's feedback
+    becomes the next user message, for up to `max_turns` turns (config key, default 3). Register it in verl's
+    interaction config with `class_name: rl_client.adapters.verl.KernelGymInteraction`; each row's
+    `extra_info.interaction_kwargs` carries `name` and `ground_truth` (the row's label).
+
+    verl's tool agent loop (0.7.1) calls only `start_interaction` and `generate_response`, never
+    `finalize_interaction`, so an episode's state is dropped when it ends here (`max_turns`) and at most
+    `max_instances` (config key, default 4096) episodes are kept: the oldest go first when the agent loop
+    stops episodes itself (its own turn or length limits)."""
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
         self.max_turns = int(config.get("max_turns", 3))
         self.feedback_chars = int(config.get("feedback_chars", 2000))
-        self._instances: dict[str, dict[str, Any]] = {}
+        self.max_instances = int(config.get("max_instances", 4096))
+        self._instances: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._last_rewards: OrderedDict[str, float] = OrderedDict()  # of ended episodes, for calculate_score
+
+    @staticmethod
+    def _remember(table: OrderedDict, key: str, value: Any, limit: int) -> None:
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > limit:
+            table.popitem(last=False)
 
     async def start_interaction(self, instance_id: str | None = None, ground_truth: Any = None, **_: Any) -> str:
         instance_id = instance_id or uuid.uuid4().hex
         job_from_label(ground_truth, "")  # a bad label fails here, before any generation
-        self._instances[instance_id] = {"label": ground_truth, "turns": 0, "rewards": []}
+        self._remember(self._instances, instance_id, {"label": ground_truth, "turns": 0}, self.max_instances)
         return instance_id
 
     async def generate_response(
         self, instance_id: str, messages: list[dict[str, Any]], **_: Any
     ) -> tuple[bool, str, float, dict[str, Any]]:
-        state = self._instances[instance_id]
+        state = self._instances.get(instance_id)
+        if state is None:
+            raise KeyError(f"no interaction {instance_id!r}: not started, already ended, or evicted")
         answer = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
         [outcome] = await asyncio.to_thread(_scorer().score, [job_from_label(state["label"], str(answer))])
         state["turns"] += 1
-        state["rewards"].append(outcome.reward.reward)
+        self._remember(self._last_rewards, instance_id, outcome.reward.reward, self.max_instances)
         done = state["turns"] >= self.max_turns
+        if done:
+            del self._instances[instance_id]
         return (
             done,
             next_turn(outcome.feedback, self.feedback_chars),
@@ -97,8 +118,8 @@ class KernelGymInteraction(_InteractionBase):
 
     async def calculate_score(self, instance_id: str, **_: Any) -> float:
         """The last turn's reward (each turn's reward was already returned by generate_response)."""
-        rewards = self._instances[instance_id]["rewards"]
-        return rewards[-1] if rewards else 0.0
+        return self._last_rewards.get(instance_id, 0.0)
 
     async def finalize_interaction(self, instance_id: str, **_: Any) -> None:
         self._instances.pop(instance_id, None)
+        self._last_rewards.pop(instance_id, None)
