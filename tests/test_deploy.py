@@ -74,12 +74,12 @@ def write_env(path: Path, values: dict[str, str]) -> Path:
     return path
 
 
-def compose(env_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def compose(env_file: Path, *args: str, files: tuple[Path, ...] = (COMPOSE,)) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("docker-compose")
     if exe is None:
         pytest.skip("docker-compose (v1, the Debian package) is not installed; .ci/run installs it")
     return subprocess.run(
-        [exe, "--env-file", str(env_file), "-f", str(COMPOSE), *args],
+        [exe, "--env-file", str(env_file), *(a for f in files for a in ("-f", str(f))), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -213,6 +213,18 @@ def test_compose_workers_reach_redis_and_nothing_else(compose_config):
     assert on_workers == {"redis"} | {n for n in services if n.startswith("worker-")}
     assert networks["gateway"]["internal"] is True
     assert set(services["gateway"]["networks"]) == {"gateway", "edge"}
+
+
+def test_compose_override_shares_redis_with_other_hosts_only_on_a_named_address(tmp_path):
+    files = (COMPOSE, DOCKER / "redis-shared.yml")
+    unset = compose(write_env(tmp_path / "a.env", TEST_ENV), "config", files=files)
+    assert unset.returncode != 0 and "REDIS_BIND" in unset.stderr
+    proc = compose(write_env(tmp_path / "b.env", {**TEST_ENV, "REDIS_BIND": "10.0.0.5"}), "config", files=files)
+    assert proc.returncode == 0, proc.stderr
+    redis = yaml.safe_load(proc.stdout)["services"]["redis"]
+    assert [str(p).removesuffix("/tcp") for p in redis["ports"]] == ["10.0.0.5:6379:6379"]
+    assert set(redis["networks"]) == {"gateway", "workers", "edge"}
+    assert "REDIS_PASSWORD" in redis["environment"]
 
 
 def test_compose_containers_are_hardened_and_images_pinned(compose_config):
@@ -659,6 +671,9 @@ def test_dev_runs_its_own_persistent_redis_and_prod_an_external_one(rendered):
     (container,) = redis["spec"]["template"]["spec"]["containers"]
     script = " ".join(container["args"])
     assert "--appendonly yes" in script and "--requirepass" not in script
+    assert "--maxmemory-policy noeviction" in script
+    maxmemory = int(re.search(r"--maxmemory (\d+)mb", script).group(1)) * 2**20
+    assert maxmemory < parse_quantity(container["resources"]["limits"]["memory"])
     assert redis["spec"]["volumeClaimTemplates"][0]["metadata"]["name"] == "data"
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {"/data"}
     assert container_env(container)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == "kernelgym-redis"
