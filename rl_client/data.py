@@ -3,6 +3,7 @@ Dr. Kernel RL data), or the service's own problem set. Nothing is downloaded at 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,3 +57,22 @@ def service_problems(client: KernelGymClient, ids: list[str] | None = None) -> l
     """Problems from the service's problem set, evaluated by id."""
     chosen = ids or client.problems()
     return [Problem(id=i, reference=client.problem(i), problem_id=i) for i in chosen]
+
+
+def openrlhf_prompt(problem: Problem) -> dict[str, object]:
+    """One row of an OpenRLHF prompt dataset (`--data.input_key prompt --data.label_key label
+    --data.apply_chat_template`): the first turn's chat, and the label `rl_client/openrlhf_agent.py` reads (the
+    service's problem id, or the reference source as JSON)."""
+    from rl_client.prompts import SYSTEM, first_turn
+
+    label = problem.problem_id or json.dumps({"reference": problem.inline_reference or problem.reference})
+    chat = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_turn(problem.reference)}]
+    return {"prompt": chat, "label": label}
+
+
+def write_openrlhf_prompts(problems: list[Problem], path: str | Path) -> int:
+    """Write the problems as JSON lines of `openrlhf_prompt` rows; returns how many."""
+    with Path(path).open("w") as out:
+        for problem in problems:
+            out.write(json.dumps(openrlhf_prompt(problem)) + "\n")
+    return len(problems)

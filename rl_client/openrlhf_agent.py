@@ -3,8 +3,9 @@
 Each episode is `KERNELGYM_RL_MAX_TURNS` turns (default 3). Every answer is evaluated by the service; the step
 reward is the turn's reward under the `drkernel-pr/v1` spec and the service's feedback becomes the next user
 turn. OpenRLHF sums the step rewards into one scalar per trajectory and keeps only the last step's
-`extra_logs`, so every step reports all turns so far (`turn_reward_1..K`, `turn_correct_k`, `turn_coverage_k`,
-`num_turns`), from which a turn-level estimator (TRLOO) can recover them in the trainer.
+`extra_logs`, so every step reports all K turns (`turn_reward_1..K`, `turn_correct_k`, `turn_coverage_k`,
+`turn_speedup_k`; zeros and −1 for turns not played yet) and `num_turns`, from which the turn-level estimator
+(`rl_client.openrlhf_trloo`) recovers them in the trainer.
 
 OpenRLHF instantiates agents with no arguments inside its Ray actors, so configuration comes from the
 environment: KERNELGYM_URL, KERNELGYM_API_KEY, KERNELGYM_RL_DEVICE_CLASS, KERNELGYM_RL_TIMEOUT_S (per
@@ -67,10 +68,26 @@ class KernelAgent(AgentInstanceBase):
         self.max_turns = int(os.environ.get("KERNELGYM_RL_MAX_TURNS", "3"))
         self.feedback_chars = int(os.environ.get("KERNELGYM_RL_FEEDBACK_CHARS", "2000"))
         self.turn_format = os.environ.get("KERNELGYM_RL_TURN_FORMAT", CHATML_TURN)
-        self.logs: dict[str, float] = {}
+        # Every key for every turn from the start: OpenRLHF concatenates the logs of many trajectories key by key,
+        # so a key that only some trajectories have (one that stopped early) would misalign the batch.
+        self.logs: dict[str, float] = {"num_turns": 0.0}
+        for k in range(1, self.max_turns + 1):
+            self.logs.update(self.turn_logs(k, reward=0.0, correct=False, coverage=None, speedup=None))
         self.turn = 0
         self.problem_id: str | None = None
         self.reference: str | None = None
+
+    @staticmethod
+    def turn_logs(
+        k: int, reward: float, correct: bool, coverage: float | None, speedup: float | None
+    ) -> dict[str, float]:
+        """Turn k's entries of `extra_logs`; −1 stands for an unknown coverage or speedup."""
+        return {
+            f"turn_reward_{k}": reward,
+            f"turn_correct_{k}": float(correct),
+            f"turn_coverage_{k}": -1.0 if coverage is None else coverage,
+            f"turn_speedup_{k}": -1.0 if speedup is None else speedup,
+        }
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         self.problem_id, self.reference = parse_label(states.get("label"))
@@ -81,15 +98,8 @@ class KernelAgent(AgentInstanceBase):
         job = ScoreJob(self.problem_id, self.reference, states["action_text"])
         [outcome] = await asyncio.to_thread(scorer().score, [job])
         k = self.turn
-        self.logs.update(
-            {
-                f"turn_reward_{k}": outcome.reward.reward,
-                f"turn_correct_{k}": float(outcome.correct),
-                f"turn_coverage_{k}": -1.0 if outcome.coverage is None else outcome.coverage,
-                f"turn_speedup_{k}": -1.0 if outcome.speedup is None else outcome.speedup,
-                "num_turns": float(k),
-            }
-        )
+        self.logs.update(self.turn_logs(k, outcome.reward.reward, outcome.correct, outcome.coverage, outcome.speedup))
+        self.logs["num_turns"] = float(k)
         done = k >= self.max_turns
         feedback = "" if done else self.turn_format.format(feedback=next_turn(outcome.feedback, self.feedback_chars))
         reward = torch.tensor(outcome.reward.reward)

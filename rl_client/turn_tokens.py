@@ -5,11 +5,12 @@ trajectory are the runs of its action mask (the feedback between them is not an 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from rl_client.algorithms import failure_after_success_mask, trloo_advantages
+from rl_client.algorithms import failure_after_success_mask, trloo_advantages, turn_returns
 
 
 def turn_spans(action_mask: torch.Tensor) -> list[list[tuple[int, int]]]:
@@ -27,6 +28,35 @@ def turn_spans(action_mask: torch.Tensor) -> list[list[tuple[int, int]]]:
     return spans
 
 
+def turn_ids(action_mask: torch.Tensor, num_turns: torch.Tensor) -> torch.Tensor:
+    """[N, S] long: the turn index (0-based) of each answer token, −1 elsewhere. Row i must have exactly
+    `num_turns[i]` answer spans."""
+    ids = torch.full(action_mask.shape, -1, dtype=torch.long)
+    for i, runs in enumerate(turn_spans(action_mask)):
+        if len(runs) != int(num_turns[i]):
+            raise ValueError(
+                f"trajectory {i}: {len(runs)} answer spans in its action mask but {int(num_turns[i])} turns"
+            )
+        for t, (a, b) in enumerate(runs):
+            ids[i, a:b] = t
+    return ids
+
+
+def spread(per_turn: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """[N, S]: each token takes its turn's value from `per_turn` [N, K]; tokens outside answers get 0 (False)."""
+    padded = torch.cat([per_turn, torch.zeros_like(per_turn[:, :1])], dim=1)
+    return torch.gather(padded, 1, torch.where(ids >= 0, ids, per_turn.shape[1]))
+
+
+@dataclass(frozen=True)
+class TokenAdvantages:
+    advantages: torch.Tensor  # [N, S] each turn's TRLOO advantage on its answer tokens
+    returns: torch.Tensor  # [N, S] each turn's return-to-go on its answer tokens
+    loss_mask: torch.Tensor  # [N, S] bool: answer tokens of the turns in `in_loss`
+    in_baseline: torch.Tensor  # [N, K] bool: turns that exist and are not a failure after success
+    in_loss: torch.Tensor  # [N, K] bool: `in_baseline` and `keep`
+
+
 def token_advantages(
     action_mask: torch.Tensor,
     turn_rewards: torch.Tensor,
@@ -35,23 +65,20 @@ def token_advantages(
     gamma: float = 1.0,
     keep: torch.Tensor | None = None,
     mask_failure_after_success: bool = True,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-token advantages [N, S] (each turn's TRLOO advantage on its answer tokens) and the loss mask [N, S]
-    (answer tokens of turns that stay in the loss: not a failure after success, and `keep` [N, K] — PRS or a
-    token veto — where given). `turn_rewards` is [N, K]; row i has `num_turns[i]` turns."""
+) -> TokenAdvantages:
+    """Each turn's TRLOO advantage and return put on its answer tokens, and the loss mask: answer tokens of turns
+    that are not a failure after success and that `keep` [N, K] (PRS, the token veto) keeps. `turn_rewards` is
+    [N, K]; row i has `num_turns[i]` turns. Turns removed by `keep` still count in the baselines."""
     k = turn_rewards.shape[1]
     exists = torch.arange(k)[None, :] < num_turns[:, None]
     base = failure_after_success_mask(turn_rewards, exists) if mask_failure_after_success else exists
     adv = trloo_advantages(turn_rewards, base, group_ids, gamma)
     in_loss = base & (keep if keep is not None else torch.ones_like(base))
-    token_adv = torch.zeros(action_mask.shape, dtype=turn_rewards.dtype)
-    loss_mask = torch.zeros(action_mask.shape, dtype=torch.bool)
-    for i, runs in enumerate(turn_spans(action_mask)):
-        if len(runs) != int(num_turns[i]):
-            raise ValueError(
-                f"trajectory {i}: {len(runs)} answer spans in its action mask but {int(num_turns[i])} turns"
-            )
-        for t, (a, b) in enumerate(runs):
-            token_adv[i, a:b] = adv[i, t]
-            loss_mask[i, a:b] = bool(in_loss[i, t])
-    return token_adv, loss_mask
+    ids = turn_ids(action_mask, num_turns)
+    return TokenAdvantages(
+        advantages=spread(adv, ids),
+        returns=spread(turn_returns(turn_rewards, base, gamma), ids),
+        loss_mask=spread(in_loss, ids),
+        in_baseline=base,
+        in_loss=in_loss,
+    )

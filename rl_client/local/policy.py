@@ -15,6 +15,26 @@ class Sample:
     rollout_logprobs: torch.Tensor  # [len(response_ids)], as the sampler saw them
 
 
+def load_pretrained(
+    path: str, gguf_file: str | None = None, dtype: str = "float32", device: str = "cpu"
+) -> tuple[Any, Any]:
+    """(model, tokenizer) from a local Hugging Face directory, or from the GGUF file `gguf_file` inside `path`
+    (transformers dequantizes it; needs the `gguf` package)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype), **kwargs).to(device)
+    if gguf_file:
+        # transformers 5.15 reads the file's EOS and padding ids into the model config, but its GGUF tokenizer
+        # conversion can name other tokens (SmolLM2: <|im_start|> as EOS, no padding); the config is right.
+        for role in ("eos", "pad"):
+            wanted = getattr(model.config, f"{role}_token_id", None)
+            if isinstance(wanted, int) and getattr(tokenizer, f"{role}_token_id") != wanted:
+                setattr(tokenizer, f"{role}_token", tokenizer.convert_ids_to_tokens(wanted))
+    return model, tokenizer
+
+
 class LocalPolicy:
     def __init__(self, model: Any, tokenizer: Any, device: str, temperature: float, top_p: float, max_new_tokens: int):
         self.model = model
