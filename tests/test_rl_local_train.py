@@ -39,8 +39,8 @@ def prime(model, tokenizer, reference: str, steps: int = 400) -> None:
     model.train()
     for step in range(steps):
         answer = targets[step % 2]
-        ids = torch.tensor([prompt + answer])
-        labels = torch.tensor([[-100] * len(prompt) + answer])
+        ids = torch.tensor([prompt + answer], device=model.device)
+        labels = torch.tensor([[-100] * len(prompt) + answer], device=model.device)
         loss = model(ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()
