@@ -15,10 +15,10 @@ from typing import Any
 log = logging.getLogger("kernelgym.rl")
 
 
-def load_problems(cfg: Any, client: Any) -> list[Any]:
+def load_problems(p: Any, client: Any) -> list[Any]:
+    """The problems a `ProblemsConfig` names; `client` is used only for the service's own problem set."""
     from rl_client.data import kernelbench_problems, parquet_problems, service_problems
 
-    p = cfg.problems
     if p.source == "service":
         return service_problems(client, p.ids)
     if p.source == "kernelbench":
@@ -49,7 +49,7 @@ def train(cfg: Any) -> Path:
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     api_key = cfg.service.api_key or os.environ.get("KERNELGYM_API_KEY")
     with KernelGymClient(cfg.service.url, api_key=api_key) as client:
-        problems = load_problems(cfg, client)
+        problems = load_problems(cfg.problems, client)
         if not problems:
             raise ValueError("no problems to train on")
         scorer = ServiceScorer(
@@ -167,18 +167,21 @@ def evaluate(args: argparse.Namespace) -> int:
 def openrlhf_prompts(args: argparse.Namespace) -> int:
     """`kernelgym-rl openrlhf-prompts`: the chosen problems as an OpenRLHF prompt dataset."""
     from gym_client import KernelGymClient
-    from rl_client.data import kernelbench_problems, parquet_problems, service_problems, write_openrlhf_prompts
+    from rl_client.config import ProblemsConfig
+    from rl_client.data import write_openrlhf_prompts
 
-    ids = args.problems.split(",") if args.problems else None
+    chosen = ProblemsConfig(
+        source="service" if args.service else "kernelbench" if args.kernelbench else "parquet",
+        path=None if args.service else str(args.kernelbench or args.parquet),
+        ids=args.problems.split(",") if args.problems else None,
+        reference_column=args.reference_column,
+        id_column=args.id_column,
+    )
     if args.service:
         with KernelGymClient(args.service, api_key=os.environ.get("KERNELGYM_API_KEY"), timeout=60) as client:
-            problems = service_problems(client, ids)
-    elif args.kernelbench:
-        problems = kernelbench_problems(args.kernelbench, ids)
+            problems = load_problems(chosen, client)
     else:
-        problems = [
-            p for p in parquet_problems(args.parquet, args.reference_column, args.id_column) if not ids or p.id in ids
-        ]
+        problems = load_problems(chosen, None)
     print(f"wrote {write_openrlhf_prompts(problems, args.out)} prompts to {args.out}")
     return 0
 
