@@ -2,14 +2,18 @@
 
     python bench/eval_wall.py bundled --repeats 3
     python bench/eval_wall.py kernelbench --problems KB/KernelBench --repeats 5
-    python bench/eval_wall.py repeat --problems KB/KernelBench --problem level1/19_ReLU --times 10
+    python bench/eval_wall.py repeat                      # 40 evaluations of the 96x300 row sum (torch reduction)
+    python bench/eval_wall.py repeat --problems KB/KernelBench --problem level1/19_ReLU --times 40
     python bench/eval_wall.py repeat --problems services/bundled/problems --kernels services/bundled/kernels \
-        --problem level1/1_ReLU
+        --problem level1/1_ReLU --no-store
 
 `bundled` evaluates the bundled problems with their example kernels; `kernelbench` evaluates real
 KernelBench level-1 problems at their published sizes with the honest Triton kernels under
 bench/kernels/kernelbench; `repeat` evaluates one candidate N times (fresh children every time) and
-reports the coefficient of variation of the speedup. Prints a JSON line per evaluation and a summary.
+reports the coefficient of variation of the speedup. By default the evaluations share a reference-timing
+store, as a service's workers share one in Redis: the first times the reference in several processes, the
+others revalidate and reuse it; `--no-store` times the reference afresh in every evaluation. Prints a JSON
+line per evaluation and a summary.
 """
 
 from __future__ import annotations
@@ -27,8 +31,12 @@ sys.path.insert(0, str(ROOT))
 from services.evaluator import Evaluator  # noqa: E402
 from services.problems import ProblemSet, bundled_kernel, bundled_problems  # noqa: E402
 from services.schema import EvalOptions  # noqa: E402
+from services.timing_cache import MemoryTimingStore, TimingStore  # noqa: E402
 
 KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
+SMALL_PROBLEMS = ROOT / "bench" / "problems" / "small"
+SMALL_KERNELS = ROOT / "bench" / "kernels" / "small"
+SMALL_DEFAULT = ["level1/96x300_row_sum"]
 KB_DEFAULT = [
     "level1/19_ReLU",
     "level1/36_RMSNorm_",
@@ -37,13 +45,14 @@ KB_DEFAULT = [
 ]
 
 
-def run(evaluator: Evaluator, jobs: list[tuple], options: EvalOptions) -> list[dict]:
+def run(evaluator: Evaluator, jobs: list[tuple], options: EvalOptions, store: TimingStore | None = None) -> list[dict]:
     rows = []
     for problem, source in jobs:
         t0 = time.monotonic()
-        result = evaluator.evaluate(problem, source, options)
+        result = evaluator.evaluate(problem, source, options, store)
         wall = time.monotonic() - t0
         phases = result.phases
+        cand, ref = result.candidate_runtime, result.reference_runtime
         row = {
             "problem": problem.id,
             "verdict": result.verdict.value,
@@ -51,9 +60,13 @@ def run(evaluator: Evaluator, jobs: list[tuple], options: EvalOptions) -> list[d
             "wall_s": round(wall, 3),
             "wall_excl_compile_s": round(wall - phases.get("compile", 0.0), 3),
             "phases": phases,
-            "cand_ms": result.candidate_runtime.median_ms if result.candidate_runtime else None,
-            "ref_ms": result.reference_runtime.median_ms if result.reference_runtime else None,
-            "trials": result.candidate_runtime.trials if result.candidate_runtime else None,
+            "cand_ms": cand.median_ms if cand else None,
+            "ref_ms": ref.median_ms if ref else None,
+            "trials": cand.trials if cand else None,
+            "cand_ci_rel": cand.ci95_rel_halfwidth if cand else None,
+            "ref_ci_rel": ref.ci95_rel_halfwidth if ref else None,
+            "ref_process_medians_ms": ref.process_medians_ms if ref else None,
+            "reused": result.timings_from_cache,
             "gpu": result.environment.gpu_name,
             "failed": [f"{c.name}: {c.detail}" for c in result.failed_checks()],
         }
@@ -75,11 +88,12 @@ def phase_summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=["bundled", "kernelbench", "repeat"])
-    parser.add_argument("--problems", type=Path, help="KernelBench problem directory (holds level1/)")
-    parser.add_argument("--kernels", type=Path, default=KB_KERNELS, help="candidates, laid out like --problems")
+    parser.add_argument("--problems", type=Path, help="problem directory (holds level1/); repeat: the small set")
+    parser.add_argument("--kernels", type=Path, help="candidates, laid out like --problems")
     parser.add_argument("--problem", action="append", help="problem id (repeatable)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--times", type=int, default=10)
+    parser.add_argument("--times", type=int, default=40)
+    parser.add_argument("--no-store", action="store_true", help="repeat: no shared reference-timing store")
     parser.add_argument("--device", choices=["cuda", "cpu"])
     parser.add_argument("--budget", type=float, help="timing budget per evaluation, seconds")
     args = parser.parse_args()
@@ -95,34 +109,48 @@ def main() -> None:
             rows = run(evaluator, jobs, options)
             print("SUMMARY", json.dumps(phase_summary(rows)))
             return
-        ps = ProblemSet(args.problems)
-        ids = args.problem or KB_DEFAULT
         if args.mode == "kernelbench":
-            for i in ids:
-                source = (args.kernels / f"{i}.py").read_text()
+            ps = ProblemSet(args.problems)
+            kernels = args.kernels or KB_KERNELS
+            for i in args.problem or KB_DEFAULT:
+                source = (kernels / f"{i}.py").read_text()
                 rows = run(evaluator, [(ps.load(i), source)] * args.repeats, options)
                 print("SUMMARY", i, json.dumps(phase_summary(rows)))
             return
-        for i in ids:
-            source = (args.kernels / f"{i}.py").read_text()
-            rows = run(evaluator, [(ps.load(i), source)] * args.times, options)
-            speedups = [r["speedup"] for r in rows if r["speedup"] is not None]
-            cand = [r["cand_ms"] for r in rows if r["cand_ms"] is not None]
-            cv = statistics.stdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None
-            print(
-                "REPEAT",
-                i,
-                json.dumps(
-                    {
-                        "n": len(speedups),
-                        "speedup_median": statistics.median(speedups),
-                        "speedup_min": min(speedups),
-                        "speedup_max": max(speedups),
-                        "speedup_cv": cv,
-                        "cand_median_ms": statistics.median(cand),
-                    }
-                ),
-            )
+        ps = ProblemSet(args.problems or SMALL_PROBLEMS)
+        kernels = args.kernels or (KB_KERNELS if args.problems else SMALL_KERNELS)
+        for i in args.problem or (KB_DEFAULT if args.problems else SMALL_DEFAULT):
+            source = (kernels / f"{i}.py").read_text()
+            store = None if args.no_store else MemoryTimingStore()
+            rows = run(evaluator, [(ps.load(i), source)] * args.times, options, store)
+            print("REPEAT", i, json.dumps(repeat_summary(rows)))
+
+
+def cv(values: list[float]) -> float | None:
+    return statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else None
+
+
+def repeat_summary(rows: list[dict]) -> dict:
+    """Repeatability of one candidate's evaluations: the speedup's coefficient of variation and where it comes
+    from (the candidate's medians, the reference's), the precision reached and the time timing took."""
+    passed = [r for r in rows if r["speedup"] is not None]
+    speedups = [r["speedup"] for r in passed]
+    return {
+        "n": len(speedups),
+        "verdicts": sorted({r["verdict"] for r in rows}),
+        "speedup_median": statistics.median(speedups),
+        "speedup_min": min(speedups),
+        "speedup_max": max(speedups),
+        "speedup_cv": cv(speedups),
+        "cand_median_ms": statistics.median(r["cand_ms"] for r in passed),
+        "cand_cv": cv([r["cand_ms"] for r in passed]),
+        "ref_distinct_ms": sorted({round(r["ref_ms"], 6) for r in passed}),
+        "ref_cv": cv([r["ref_ms"] for r in passed]),
+        "reference_reused": sum(1 for r in passed if "reference" in r["reused"]),
+        "cand_ci_rel_median": statistics.median(r["cand_ci_rel"] for r in passed),
+        "timing_s_median": statistics.median(r["phases"].get("timing", 0.0) for r in passed),
+        "wall_s_median": statistics.median(r["wall_s"] for r in rows),
+    }
 
 
 def _cuda() -> bool:

@@ -1,25 +1,36 @@
-"""Evaluations per minute through the whole service (HTTP gateway, Redis, Celery GPU workers) against the
-evaluation core called directly, in one run on one machine.
+"""Evaluations per minute on one GPU through the whole service (Redis, the HTTP gateway, the GPU's worker), serial
+and pipelined in one run, and whether pipelining disturbs the timings.
 
-    python bench/service_throughput.py --gpus 0 --per-problem 3            # core vs service, one GPU
-    python bench/service_throughput.py --gpus 0,1 --per-problem 3 --skip-core  # one GPU vs two GPUs
+    python bench/service_throughput.py --serial 3 --pipelined 12                 # bundled problems, one GPU
+    python bench/service_throughput.py --serial 3 --pipelined 12 --concurrency default,4
+    python bench/service_throughput.py --serial 3 --pipelined 12 --cold                 # as an RL step on new prompts
+    python bench/service_throughput.py --kernelbench .kb/KernelBench --serial 2 --pipelined 0     # published sizes
+    python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
 
-The workload is every bundled problem with its example kernel, each submitted `--per-problem` times (a
-comment makes each submission new, so the result cache never answers). Modes, in this order:
-  * core: one warm `Evaluator` in this process, evaluations one after another;
-  * service: Redis + gateway + one worker per GPU listed, all submissions in one `POST /evaluate/batch`,
-    then waiting for every result; reference timings are not stored (as in the core mode);
-  * service+reftime: the same with stored reference timings on (the service's default);
-  * with several GPUs, also the service on the first GPU alone, for the scaling ratio.
-Each mode is preceded by a warm-up round (one evaluation per worker) that is not counted. Prints one JSON
-line per mode and the ratios.
+The workload is every problem (the bundled ones, or with --kernelbench the KernelBench level-1 problems that
+bench/kernels/kernelbench has an honest kernel for, sent with their reference inline) with its example kernel,
+each submission made distinct by a unique comment, so the result cache never answers and every candidate's
+Triton kernels compile afresh. Modes, in this order, each on a fresh stack (its own Redis, so each mode
+measures its own reference timings and then reuses them, as a service does):
+  * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem;
+  * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice), `--pipelined` per problem.
+Every mode first runs one evaluation per problem that is not counted (it times and stores the problem's reference),
+then waits until every pool process has its warm children again; then all its submissions go in one
+POST /evaluate/batch and it waits for every result. With --cold there is no uncounted pass: the batch meets
+references nobody has timed, as an RL step does when its prompts are new, and one evaluation per problem times
+each reference (in several processes) while that problem's other candidates wait for its figure.
+Prints one JSON line per mode (evaluations per minute, verdicts, phase medians, the share of the wall time the
+timing slot was held and the median wait for it, per-problem speedups) and a summary: the ratio to serial and,
+per problem, how far the pipelined median speedup is from the serial one.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -28,126 +39,177 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import redis  # noqa: E402
+
 from gym_client import KernelGymClient  # noqa: E402
 from kernelgym.stack import LocalStack  # noqa: E402
-from services.problems import bundled_kernel, bundled_problems  # noqa: E402
+from services.problems import ProblemSet, bundled_kernel, bundled_problems  # noqa: E402
+
+KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
+PHASES = ("start", "load", "compile", "correctness", "timing", "profile", "total")
 
 
-def median_phases(phases: list[dict[str, float]]) -> dict[str, float]:
-    names = {name for p in phases for name in p}
-    return {name: round(statistics.median(p.get(name, 0.0) for p in phases), 3) for name in sorted(names)}
+def workload(kernelbench: Path | None) -> list[dict]:
+    """One submission body per problem (without the unique comment)."""
+    if kernelbench is None:
+        return [{"problem_id": pid, "candidate": bundled_kernel(pid).read_text()} for pid in bundled_problems().ids()]
+    problems = ProblemSet(kernelbench)
+    kernels = sorted(KB_KERNELS.rglob("*.py"))
+    ids = [str(k.relative_to(KB_KERNELS).with_suffix("")) for k in kernels]
+    return [
+        {"reference": problems.load(pid).source, "candidate": k.read_text(), "label": pid}
+        for pid, k in zip(ids, kernels, strict=True)
+    ]
 
 
-def workload(per_problem: int) -> list[tuple[str, str]]:
-    problems = bundled_problems()
-    jobs = []
+def submissions(gym: KernelGymClient, problems: list[dict], per_problem: int) -> list[tuple[str, dict]]:
+    out = []
     for _ in range(per_problem):
-        for pid in problems.ids():
-            jobs.append((pid, bundled_kernel(pid).read_text() + f"\n# {uuid.uuid4().hex}\n"))
-    return jobs
+        for p in problems:
+            label = p.get("label") or p["problem_id"]
+            source = p["candidate"] + f"\n# {uuid.uuid4().hex}\n"
+            body = gym.submission(source, problem_id=p.get("problem_id"), reference=p.get("reference"))
+            out.append((label, body))
+    return out
 
 
-def core_mode(jobs: list[tuple[str, str]], device: str) -> dict:
-    from services.evaluator import Evaluator
-    from services.schema import EvalOptions
-
-    problems = bundled_problems()
-    options = EvalOptions(device=device)
-    verdicts: dict[str, int] = {}
-    phases = []
-    with Evaluator() as ev:
-        ev.pool.prewarm(device)
-        ev.evaluate(problems.load(jobs[0][0]), jobs[0][1] + "\n# warm-up\n", options)
-        t0 = time.monotonic()
-        for pid, source in jobs:
-            result = ev.evaluate(problems.load(pid), source, options)
-            verdicts[result.verdict.value] = verdicts.get(result.verdict.value, 0) + 1
-            phases.append(result.phases)
-        wall = time.monotonic() - t0
-    return {
-        "mode": "core",
-        "gpus": 1,
-        "evaluations": len(jobs),
-        "wall_s": round(wall, 2),
-        "verdicts": verdicts,
-        "phases_median_s": median_phases(phases),
-    }
+def wait_warm(stack: LocalStack, warm_children: int, timeout: float = 300) -> int:
+    """Until every pool process reports all its warm children ready; returns how many pool processes."""
+    r = redis.Redis.from_url(stack.redis_url)
+    deadline = time.monotonic() + timeout
+    while True:
+        beats = [r.hgetall(k) for k in r.scan_iter(match="kg:worker:*")]
+        if beats and all(int(b.get(b"warm_children", b"0")) >= warm_children for b in beats):
+            return len(beats)
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"warm children not ready after {timeout} s; see {stack.dir}")
+        time.sleep(0.5)
 
 
-def service_mode(
-    jobs: list[tuple[str, str]], gpus: list[int], device_class: str, reftime: bool, logs: Path | None
-) -> dict:
-    env = {"KERNELGYM_BATCH_MAX": str(max(256, len(jobs)))}
-    if not reftime:
-        env["KERNELGYM_REFERENCE_TIMING_TTL_S"] = "0"
-    mode = "service+reftime" if reftime else "service"
-    workdir = logs / f"{mode}-{len(gpus)}gpu" if logs else None
-    with LocalStack(workdir, device_class=device_class, env=env) as stack:
+def slot_use(worker_log: Path, last: int) -> list[tuple[float, float]]:
+    """(waited, held) seconds in the timing slot of the last `last` evaluations, from the worker's log."""
+    lines = [json.loads(line) for line in worker_log.read_text().splitlines() if '"evaluation finished"' in line]
+    return [(line["timing_slot_wait_s"], line["timing_slot_held_s"]) for line in lines[-last:]]
+
+
+def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.Namespace, env: dict) -> dict:
+    env = {"KERNELGYM_BATCH_MAX": "1024", **env}
+    workdir = args.logs / name if args.logs else None
+    with LocalStack(workdir, device_class=args.device_class, env=env) as stack:
         stack.start_redis()
         stack.start_gateway()
-        for gpu in gpus:
-            stack.start_worker(gpu=gpu)
-        stack.wait_ready(workers=len(gpus), timeout=120)
-        with KernelGymClient(stack.base_url, timeout=60) as gym:
-            warm = [
-                gym.submission(src + f"\n# warm-up {i}\n", problem_id=pid)
-                for i, (pid, src) in enumerate(jobs[: len(gpus)])
-            ]
-            for e in gym.evaluate_batch(warm, wait=0):
-                gym.wait(e.id, timeout=600)
+        stack.start_worker(gpu=args.gpu)
+        stack.wait_ready(timeout=300)
+        with KernelGymClient(stack.base_url, timeout=120) as gym:
+            if not args.cold:
+                warm = gym.evaluate_batch([b for _, b in submissions(gym, problems, 1)], wait=0)
+                for e in warm:
+                    gym.wait(e.id, timeout=1800)
+            processes = wait_warm(stack, args.warm_children)
+            jobs = submissions(gym, problems, per_problem)
             t0 = time.monotonic()
-            submitted = gym.evaluate_batch([gym.submission(src, problem_id=pid) for pid, src in jobs], wait=0)
-            finished = [gym.wait(e.id, timeout=60 * len(jobs)) for e in submitted]
+            submitted = gym.evaluate_batch([b for _, b in jobs], wait=0)
+            finished = [gym.wait(e.id, timeout=3600) for e in submitted]
             wall = time.monotonic() - t0
+        slot = slot_use(stack.dir / "worker0.log", len(jobs))
+    results = [e.result for e in finished if e.result]
     verdicts: dict[str, int] = {}
-    cached = 0
     for e in finished:
         verdicts[e.verdict or e.status] = verdicts.get(e.verdict or e.status, 0) + 1
-        cached += bool(e.result and e.result.get("timings_from_cache"))
+    speedups: dict[str, list[float]] = {}
+    for (label, _), e in zip(jobs, finished, strict=True):
+        if e.result and e.result.get("speedup") is not None:
+            speedups.setdefault(label, []).append(e.result["speedup"])
+    phases = {p: [r["phases"][p] for r in results if p in r["phases"]] for p in PHASES}
     return {
-        "mode": mode,
-        "gpus": len(gpus),
+        "mode": name,
+        "pool_processes": processes,
         "evaluations": len(jobs),
         "wall_s": round(wall, 2),
+        "per_minute": round(60 * len(jobs) / wall, 2),
         "verdicts": verdicts,
-        "reference_timings_reused": cached,
-        "phases_median_s": median_phases([e.result["phases"] for e in finished if e.result]),
+        "timing_slot": {
+            "busy_fraction": round(sum(h for _, h in slot) / wall, 3),
+            "wait_median_s": round(statistics.median(w for w, _ in slot), 3),
+            "held_median_s": round(statistics.median(h for _, h in slot), 3),
+        },
+        "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
+        "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
+        "phase_max_s": {p: round(max(v), 3) for p, v in phases.items() if v},
+        "speedup": {
+            label: {
+                "n": len(v),
+                "median": round(statistics.median(v), 4),
+                "min": round(min(v), 4),
+                "max": round(max(v), 4),
+                "cv": round(statistics.stdev(v) / statistics.fmean(v), 4) if len(v) > 1 else None,
+            }
+            for label, v in sorted(speedups.items())
+        },
+        "gpu": next((r["environment"]["gpu_name"] for r in results if r["environment"].get("gpu_name")), None),
     }
+
+
+def summary(rows: list[dict]) -> dict:
+    serial, rest = rows[0], rows[1:]
+    out = {}
+    for row in rest:
+        agreement = {
+            label: round(row["speedup"][label]["median"] / s["median"] - 1, 4)
+            for label, s in serial["speedup"].items()
+            if label in row["speedup"]
+        }
+        out[row["mode"]] = {
+            "per_minute": row["per_minute"],
+            "vs_serial": round(row["per_minute"] / serial["per_minute"], 2),
+            "speedup_vs_serial": agreement,
+            "worst_speedup_difference": max((abs(v) for v in agreement.values()), default=None),
+        }
+    return out
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--gpus", default="0", help="comma-separated GPU indices, one worker each")
-    parser.add_argument("--per-problem", type=int, default=3)
+    parser.add_argument("--serial", type=int, default=3, help="candidates per problem, serial mode")
+    parser.add_argument("--pipelined", type=int, default=12, help="candidates per problem per pipelined mode; 0: none")
+    parser.add_argument(
+        "--concurrency", default="default", help="pipelined modes: comma-separated counts, or `default`"
+    )
+    parser.add_argument("--gpu", type=int, default=0, help="the GPU's index (ignored with --device-class cpu)")
     parser.add_argument("--device-class", default="gpu", help="`cpu` runs the same path with the interpreter")
-    parser.add_argument("--skip-core", action="store_true", help="only the service modes")
-    parser.add_argument("--skip-reftime", action="store_true", help="no run with stored reference timings")
+    parser.add_argument("--kernelbench", type=Path, help="KernelBench problems (holds level1/) instead of bundled")
+    parser.add_argument("--warm-children", type=int, default=4, help="KERNELGYM_WARM_CHILDREN of the worker")
+    parser.add_argument("--gpu-memory-mb", type=int, help="KERNELGYM_WORKER_GPU_MEMORY_MB of the worker")
+    parser.add_argument("--cold", action="store_true", help="no uncounted pass: references are timed in the batch")
     parser.add_argument("--logs", type=Path, help="keep each stack's Redis, gateway and worker logs here")
     args = parser.parse_args()
-    gpus = [int(g) for g in args.gpus.split(",")]
-    jobs = workload(args.per_problem)
-    runs = []
-    if not args.skip_core:
-        runs.append(lambda: core_mode(jobs, "cpu" if args.device_class == "cpu" else "cuda"))
-    if len(gpus) > 1:
-        runs.append(lambda: service_mode(jobs, gpus[:1], args.device_class, False, args.logs))
-    runs.append(lambda: service_mode(jobs, gpus, args.device_class, False, args.logs))
-    if not args.skip_reftime:
-        runs.append(lambda: service_mode(jobs, gpus, args.device_class, True, args.logs))
+    if args.device_class == "cpu":
+        args.gpu = None
+    problems = workload(args.kernelbench)
+    common = {"KERNELGYM_WARM_CHILDREN": str(args.warm_children)}
+    if args.gpu_memory_mb:
+        common["KERNELGYM_WORKER_GPU_MEMORY_MB"] = str(args.gpu_memory_mb)
+    head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(problems), "cold": args.cold}
+    print(json.dumps(head))
+    modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"})]
+    for c in args.concurrency.split(",") if args.pipelined else []:
+        env = {} if c == "default" else {"KERNELGYM_WORKER_CONCURRENCY": c}
+        modes.append((f"pipelined-{c}", args.pipelined, env))
     rows = []
-    for run in runs:
-        row = run()
-        row["per_minute"] = round(60 * row["evaluations"] / row["wall_s"], 2)
+    for name, per_problem, env in modes:
+        row = run_mode(name, problems, per_problem, args, {**common, **env})
         print(json.dumps(row), flush=True)
         rows.append(row)
-    by = {(r["mode"], r["gpus"]): r["per_minute"] for r in rows}
-    n = len(gpus)
-    if ("core", 1) in by and ("service", 1) in by:
-        print(f"service overhead vs core (1 GPU): {1 - by[('service', 1)] / by[('core', 1)]:+.1%}")
-    if n > 1:
-        print(f"scaling {n} GPUs vs 1: {by[('service', n)] / by[('service', 1)]:.2f}x")
-    if ("service+reftime", n) in by:
-        print(f"stored reference timings vs none ({n} GPU): {by[('service+reftime', n)] / by[('service', n)]:.2f}x")
+    print(json.dumps({"summary": summary(rows)}))
 
 
 if __name__ == "__main__":

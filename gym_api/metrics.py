@@ -15,6 +15,38 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from gym_common.jobs import DURATION_BUCKETS, Keys
 
 
+def _quarantined(heartbeat: dict[str, str]) -> bool:
+    return heartbeat.get("quarantined") == "1"
+
+
+def worker_nodes(heartbeats: Iterable[dict[str, str]]) -> dict[str, tuple[str, bool]]:
+    """Each worker (a Celery node) that has a live pool process -> (device class, quarantined). Every pool
+    process beats on its own; a node is quarantined when any of its processes reports its device so."""
+    nodes: dict[str, tuple[str, bool]] = {}
+    for hb in heartbeats:
+        node = hb.get("node") or hb.get("name", "")
+        dc, quarantined = nodes.get(node, (hb.get("device_class", ""), False))
+        nodes[node] = (dc, quarantined or _quarantined(hb))
+    return nodes
+
+
+def worker_counts(heartbeats: Iterable[dict[str, str]]) -> dict[tuple[str, bool], int]:
+    """(device class, quarantined) -> live workers."""
+    counts: dict[tuple[str, bool], int] = {}
+    for label in worker_nodes(heartbeats).values():
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
+def slot_counts(heartbeats: Iterable[dict[str, str]]) -> dict[tuple[str, bool], int]:
+    """(device class, quarantined) -> live pool processes."""
+    counts: dict[tuple[str, bool], int] = {}
+    for hb in heartbeats:
+        label = (hb.get("device_class", ""), _quarantined(hb))
+        counts[label] = counts.get(label, 0) + 1
+    return counts
+
+
 class ClusterCollector:
     """Yields the metrics of the last Redis snapshot; `refresh` takes a new one before each scrape."""
 
@@ -22,20 +54,29 @@ class ClusterCollector:
         self.snapshot: dict[str, Any] = {}
 
     async def refresh(self, r: aioredis.Redis, keys: Keys, device_classes: Iterable[str]) -> None:
+        """Read the cluster's state; record the device classes live workers serve (gym_api.gateway accepts
+        submissions for those), and count the queues of every class accepted or served."""
+        now = time.time()
         workers = []
         async for key in r.scan_iter(match=keys.worker_pattern(), count=500):
             info = await r.hgetall(key)
-            if info:
-                workers.append({k.decode(): v.decode() for k, v in info.items()})
-        classes = set(device_classes) | {w.get("device_class", "") for w in workers}
-        depths = {}
-        for dc in sorted(c for c in classes if c):
+            if info:  # the key names the pool process: a heartbeat without a node still counts once
+                workers.append({"name": key.decode(), **{k.decode(): v.decode() for k, v in info.items()}})
+        live = {w.get("device_class", "") for w in workers} - {""}
+        if live:
+            await r.hset(keys.device_classes(), mapping={dc: repr(now) for dc in live})
+        served = {k.decode() for k in await r.hkeys(keys.device_classes())}
+        depths, queued = {}, {}
+        for dc in sorted(set(device_classes) | live | served):
             for queue in keys.queues(dc):
                 depths[queue] = await r.llen(queue)
+            queued[dc] = sum(depths[q] for q in keys.queues(dc))
         self.snapshot = {
             "workers": workers,
             "depths": depths,
+            "queued": queued,
             "verdicts": {k.decode(): int(v) for k, v in (await r.hgetall(keys.verdicts())).items()},
+            "finished": {k.decode(): int(v) for k, v in (await r.hgetall(keys.finished())).items()},
             "durations": {k.decode(): float(v) for k, v in (await r.hgetall(keys.durations())).items()},
             "cache_hits": int(await r.get(keys.cache_hits()) or 0),
         }
@@ -48,20 +89,30 @@ class ClusterCollector:
         for queue, n in snap["depths"].items():
             depth.add_metric([queue], n)
         yield depth
-        alive = GaugeMetricFamily(
-            "kernelgym_workers_alive", "Workers with a fresh heartbeat", labels=["device_class", "quarantined"]
-        )
-        counts: dict[tuple[str, str], int] = {}
-        for w in snap["workers"]:
-            label = (w.get("device_class", ""), "true" if w.get("quarantined") == "1" else "false")
-            counts[label] = counts.get(label, 0) + 1
-        for label, n in sorted(counts.items()):
-            alive.add_metric(list(label), n)
-        yield alive
+        for name, doc, counts in (
+            ("kernelgym_workers_alive", "Workers (Celery nodes, one per GPU) with a fresh heartbeat", worker_counts),
+            (
+                "kernelgym_evaluation_slots_alive",
+                "Pool processes with a fresh heartbeat: how many evaluations the live workers run at once",
+                slot_counts,
+            ),
+        ):
+            gauge = GaugeMetricFamily(name, doc, labels=["device_class", "quarantined"])
+            for (dc, quarantined), n in sorted(counts(snap["workers"]).items()):
+                gauge.add_metric([dc, "true" if quarantined else "false"], n)
+            yield gauge
         verdicts = CounterMetricFamily("kernelgym_evaluations", "Finished evaluations by verdict", labels=["verdict"])
         for verdict, n in sorted(snap["verdicts"].items()):
             verdicts.add_metric([verdict], n)
         yield verdicts
+        finished = CounterMetricFamily(
+            "kernelgym_evaluations_finished",
+            "Evaluations that reached a final status: done (with a verdict), cancelled, or failed (not evaluated)",
+            labels=["status"],
+        )
+        for state, n in sorted(snap.get("finished", {}).items()):
+            finished.add_metric([state], n)
+        yield finished
         yield CounterMetricFamily(
             "kernelgym_cache_hits", "Submissions answered from the result cache", snap["cache_hits"]
         )

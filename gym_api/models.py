@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gym_api.store import SubmissionRecord
 from gym_common.jobs import JobRecord, JobStatus, Priority
 from services.schema import EvalRequest, EvalResult
 
@@ -31,14 +32,16 @@ class BatchBody(BaseModel):
 
 
 class Evaluation(BaseModel):
-    """An evaluation's state; `result` is set once `status` is `done`."""
+    """A submission's state; `result` is set once `status` is `done`."""
 
-    id: str
+    id: str = Field(description="This submission's id; identical submissions by others have their own.")
     status: JobStatus
     problem: str
     device_class: str
     priority: Priority
-    cached: bool = Field(default=False, description="An identical earlier submission's evaluation was reused.")
+    cached: bool = Field(
+        default=False, description="An identical earlier submission's evaluation answers this one (no new run)."
+    )
     created: float
     started: float | None = None
     finished: float | None = None
@@ -48,21 +51,23 @@ class Evaluation(BaseModel):
     status_url: str
 
     @classmethod
-    def of(cls, job: JobRecord, cached: bool = False) -> Evaluation:
+    def of(cls, sub: SubmissionRecord, job: JobRecord) -> Evaluation:
+        """A submission as its owner sees it: its job's progress, unless the submission was cancelled."""
+        cancelled = sub.cancelled is not None
         return cls(
-            id=job.id,
-            status=job.status,
+            id=sub.id,
+            status=JobStatus.CANCELLED if cancelled else job.status,
             problem=job.problem,
             device_class=job.device_class,
             priority=job.priority,
-            cached=cached,
-            created=job.created,
+            cached=sub.cached,
+            created=sub.created,
             started=job.started,
-            finished=job.finished,
+            finished=sub.cancelled if cancelled else job.finished,
             attempts=job.attempts,
-            result=job.result,
-            error=job.error,
-            status_url=f"/evaluations/{job.id}",
+            result=None if cancelled else job.result,
+            error=None if cancelled else job.error,
+            status_url=f"/evaluations/{sub.id}",
         )
 
 
@@ -77,3 +82,32 @@ class ProblemInfo(BaseModel):
 
 class ErrorBody(BaseModel):
     detail: str
+
+
+class ValidationIssue(BaseModel):
+    """One invalid field: where (`loc`), what is wrong (`msg`, `type`), and the value when it is a short scalar."""
+
+    loc: list[str | int]
+    msg: str
+    type: str | None = None
+    input: str | int | float | bool | None = None
+
+
+class ValidationErrorBody(BaseModel):
+    """A 422: the fields that failed validation, or one sentence for a check across fields or items (a batch's
+    errors name each item by index)."""
+
+    detail: list[ValidationIssue] | str
+
+
+class Readiness(BaseModel):
+    """GET /readyz, 200 or 503 alike; only `ready` and `redis` when Redis does not answer."""
+
+    ready: bool
+    redis: str
+    workers: int | None = Field(None, description="Healthy workers (Celery nodes, one per GPU).")
+    quarantined: int | None = Field(None, description="Workers whose device is quarantined.")
+    evaluation_slots: int | None = Field(None, description="Evaluations the healthy workers run at once.")
+    device_classes: list[str] | None = Field(None, description="Classes a healthy worker serves.")
+    queued: dict[str, int] | None = Field(None, description="Waiting evaluations per device class.")
+    unserved: dict[str, int] | None = Field(None, description="Those waiting for a class no healthy worker serves.")

@@ -51,6 +51,9 @@ class Keys:
     def reference_timing(self, timing_key: str) -> str:
         return f"{self.p}:reftime:{timing_key}"
 
+    def reference_timing_claim(self, timing_key: str) -> str:
+        return f"{self.p}:refclaim:{timing_key}"
+
     def idempotency(self, owner: str, key: str) -> str:
         return f"{self.p}:idem:{owner}:{hashlib.sha256(key.encode()).hexdigest()[:32]}"
 
@@ -74,6 +77,22 @@ class Keys:
 
     def cache_hits(self) -> str:
         return f"{self.p}:stats:cache_hits"
+
+    def finished(self) -> str:
+        """Evaluations that reached a final status, by status (done, cancelled, failed)."""
+        return f"{self.p}:stats:finished"
+
+    def submission(self, submission_id: str) -> str:
+        """One caller's submission: its owner and the job that evaluates it (gym_api.store)."""
+        return f"{self.p}:sub:{submission_id}"
+
+    def wanted(self, job_id: str) -> str:
+        """The submissions that still want a job's result; the job is cancelled when none is left."""
+        return f"{self.p}:wanted:{job_id}"
+
+    def device_classes(self) -> str:
+        """Device classes that workers served, with when a gateway last saw one's heartbeat."""
+        return f"{self.p}:device_classes"
 
     def queue(self, device_class: str, priority: Priority) -> str:
         """The Celery queue (a Redis list) for a device class and priority."""
@@ -179,8 +198,9 @@ class Submission(BaseModel):
 
 
 # Moves a job to a final status exactly once, publishes it, drops it from its owner's unfinished set and,
-# unless it is `done`, from the cache. KEYS: job hash, done channel, owner's active set, cache entry.
-# ARGV: status, finished time, result JSON or "", error or "", ttl, job id. Returns 1 if this call finished it.
+# unless it is `done`, from the cache, and counts it by status. KEYS: job hash, done channel, owner's active
+# set, cache entry, finished-by-status counts. ARGV: status, finished time, result JSON or "", error or "", ttl,
+# job id. Returns 1 if this call finished it.
 FINISH_SCRIPT = """
 local status = redis.call('HGET', KEYS[1], 'status')
 if (not status) or status == 'done' or status == 'cancelled' or status == 'failed' then
@@ -192,6 +212,7 @@ if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'error', ARGV[4]) end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[5]))
 redis.call('ZREM', KEYS[3], ARGV[6])
 if ARGV[1] ~= 'done' and redis.call('GET', KEYS[4]) == ARGV[6] then redis.call('DEL', KEYS[4]) end
+redis.call('HINCRBY', KEYS[5], ARGV[1], 1)
 redis.call('PUBLISH', KEYS[2], ARGV[1])
 return 1
 """
@@ -202,6 +223,12 @@ def finish_call(
 ) -> tuple[list[str], list[str | int]]:
     """KEYS and ARGV of FINISH_SCRIPT for a job, for the sync (worker) and async (gateway) clients alike."""
     return (
-        [keys.job(job.id), keys.done_channel(job.id), keys.active(job.owner), keys.cache(job.cache_key)],
+        [
+            keys.job(job.id),
+            keys.done_channel(job.id),
+            keys.active(job.owner),
+            keys.cache(job.cache_key),
+            keys.finished(),
+        ],
         [status.value, repr(now), result_json, error, ttl_s, job.id],
     )

@@ -1,6 +1,7 @@
 """The Celery application both sides build: the gateway to send tasks, the workers to run them.
 
-Redis broker, late acknowledgement, one task at a time per worker. Results do not go through Celery: the
+Redis broker, late acknowledgement, one task at a time per pool process (`kernelgym worker` sets how many
+processes run, gym_worker.run.concurrency). Results do not go through Celery: the
 task writes them into the job record (gym_common.jobs), which has its own TTL; the broker carries job ids.
 """
 
@@ -23,7 +24,7 @@ def make_celery(settings: ServiceSettings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        worker_concurrency=1,
+        worker_concurrency=1,  # a worker started without `kernelgym worker`, which passes --concurrency
         task_time_limit=settings.task_time_limit_s,
         task_soft_time_limit=max(5, settings.task_time_limit_s - 30),
         broker_connection_retry_on_startup=True,

@@ -4,12 +4,15 @@ settings are `services.settings.EvalSettings`, under the same prefix)."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 DEVICE_CLASS = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 class ServiceSettings(BaseSettings):
@@ -35,8 +38,9 @@ class ServiceSettings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535)
     gateway_processes: int = Field(1, ge=1, description="uvicorn worker processes of `kernelgym serve`.")
     log_level: str = Field("INFO", description="Level of the JSON logs of the gateway and the workers.")
-    api_key_hashes: list[str] = Field(
-        default_factory=list, description="SHA-256 hex digests of the accepted API keys (`kernelgym hash-key`)."
+    api_key_hashes: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="SHA-256 hex digests of the accepted API keys (`kernelgym hash-key`), as a JSON list.",
     )
     dev_mode: bool = Field(False, description="Accept requests without a key; refused on a non-loopback address.")
     rate_limit_per_minute: int = Field(600, ge=1, description="Requests per API key per minute.")
@@ -45,6 +49,11 @@ class ServiceSettings(BaseSettings):
     wait_max_s: float = Field(300.0, ge=0, description="Upper bound on a request's `wait`.")
     batch_max: int = Field(256, ge=1, description="Most evaluations in one POST /evaluate/batch.")
     default_device_class: str = Field("cpu", description="Queue family when a request names none, e.g. `h100`.")
+    device_classes: list[str] = Field(
+        default_factory=list,
+        description="Device classes accepted while no worker serves them (e.g. a pool that scales from zero), "
+        "besides the default class; any other class needs a worker that served it within the job TTL.",
+    )
 
     # Workers.
     device_class: str = Field("cpu", description="What this worker serves: `cpu` or a GPU type such as `h100`.")
@@ -54,7 +63,41 @@ class ServiceSettings(BaseSettings):
         3_600, ge=10, description="Unacknowledged tasks of a vanished worker are redelivered after this."
     )
     heartbeat_s: float = Field(5.0, gt=0, description="How often a worker renews its liveness key.")
-    quarantine_after: int = Field(3, ge=1, description="Consecutive infrastructure failures that quarantine a GPU.")
+    quarantine_after: int = Field(
+        3, ge=1, description="Consecutive infrastructure faults after which a failing probe quarantines a GPU."
+    )
+    quarantine_probe_s: float = Field(
+        60.0, gt=0, description="How often a quarantined worker re-runs its probe; a pass lifts the quarantine."
+    )
+    worker_concurrency: int = Field(
+        8,
+        ge=1,
+        description="Evaluations in flight per worker (one pool process each); their timing and profiling take "
+        "turns in the device's timing slot. The worker runs fewer when the host's cores (two per evaluation, "
+        "shared among the host's GPUs) or the GPU's memory (`worker_gpu_memory_mb` per evaluation) allow fewer.",
+    )
+    worker_gpu_memory_mb: int = Field(
+        8192,
+        ge=256,
+        description="GPU memory to set aside per evaluation in flight (its parent, reference, candidate and warm "
+        "children, with their tensors); raise it for problems with large inputs.",
+    )
+    gpu_lock_dir: str = Field(
+        "/tmp/kernelgym-gpu",
+        description="Directory of each device's timing-slot lock and quarantine marker: every worker that uses "
+        "a GPU must see the same directory.",
+    )
+    worker_device_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="The device's name for its lock and marker; `kernelgym worker` sets it to the GPU's UUID "
+        "(or `cpu`) when unset.",
+    )
+    worker_device: Literal["cpu", "cuda"] | None = Field(
+        None,
+        description="Where this worker evaluates: by default `cpu` for the `cpu` class and `cuda` for any other. "
+        "`cpu` with a GPU class runs that class's pipeline, quarantine included, through the interpreter.",
+    )
 
     @field_validator("default_device_class", "device_class")
     @classmethod
@@ -63,12 +106,25 @@ class ServiceSettings(BaseSettings):
             raise ValueError("a device class is 1-32 of a-z, 0-9, '_' and '-', e.g. `cpu` or `h100`")
         return value
 
-    @field_validator("api_key_hashes")
+    @field_validator("device_classes")
     @classmethod
-    def _hashes(cls, value: list[str]) -> list[str]:
-        for h in value:
-            if not re.fullmatch(r"[0-9a-f]{64}", h):
-                raise ValueError("api_key_hashes holds SHA-256 hex digests (64 lowercase hex characters)")
+    def _device_classes(cls, value: list[str]) -> list[str]:
+        return [cls._device_class(v) for v in value]
+
+    @field_validator("api_key_hashes", mode="before")
+    @classmethod
+    def _hashes(cls, value: object) -> object:
+        expected = (
+            "KERNELGYM_API_KEY_HASHES is a JSON list of SHA-256 hex digests (64 lowercase hex characters), "
+            """e.g. '["<digest>"]', each from `kernelgym hash-key <key>`"""
+        )
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise ValueError(expected) from None
+        if not isinstance(value, list) or not all(isinstance(h, str) and HEX_DIGEST.match(h) for h in value):
+            raise ValueError(expected)
         return value
 
     def loopback(self) -> bool:
@@ -78,3 +134,22 @@ class ServiceSettings(BaseSettings):
             return ipaddress.ip_address(self.host).is_loopback
         except ValueError:
             return False
+
+
+class ConfigurationError(ValueError):
+    """A KERNELGYM_* variable is unusable; the message is one line saying what is expected."""
+
+
+def load_settings() -> ServiceSettings:
+    """The settings from the environment, or a ConfigurationError naming each bad variable in one line."""
+    try:
+        return ServiceSettings()
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            variable = f"KERNELGYM_{error['loc'][0]}".upper() if error["loc"] else "KERNELGYM_*"
+            message = error["msg"].removeprefix("Value error, ")
+            problems.append(message if message.startswith(variable) else f"{variable}: {message}")
+        raise ConfigurationError("; ".join(problems)) from None
+    except SettingsError as exc:  # a value that should be JSON and is not
+        raise ConfigurationError(str(exc)) from None

@@ -1,9 +1,74 @@
-"""`kernelgym worker`: one Celery worker process serving one device, with one task at a time."""
+"""`kernelgym worker`: one Celery worker serving one device, with several evaluations in flight (one prefork
+pool process each); their timing and profiling take turns in the device's timing slot (gym_worker.slot)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from gym_common.settings import ServiceSettings
+
+log = logging.getLogger("kernelgym.worker")
+
+# Cores one evaluation in flight keeps busy at its peak: the candidate child compiling, the parent and the
+# reference child comparing (warm children starting in the background use the rest).
+CORES_PER_EVALUATION = 2
+
+
+def gpu_memory_mb(gpu: int | None) -> int | None:
+    """Total memory of the GPU, from nvidia-smi (no CUDA in this process: Celery forks it); None if unknown."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits", "-i", str(gpu or 0)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        return int(out.split()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+def device_id(device: str) -> str:
+    """What every process on the host calls this device: the GPU's UUID, the same whatever
+    CUDA_VISIBLE_DEVICES maps it to, read in a subprocess (CUDA must not start in a process Celery forks)."""
+    if device == "cpu":
+        return "cpu"
+    probe = "import torch; print(torch.cuda.get_device_properties(0).uuid)"
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+        ).stdout
+        return f"gpu-{out.split()[-1]}"
+    except (OSError, subprocess.SubprocessError, IndexError) as exc:
+        fallback = f"gpu-{os.environ.get('CUDA_VISIBLE_DEVICES', '0')}"
+        log.warning("GPU UUID unknown (%s); the device is named %s", exc, fallback)
+        return fallback
+
+
+def concurrency(settings: ServiceSettings, device: str, gpu: int | None) -> int:
+    """Evaluations in flight: KERNELGYM_WORKER_CONCURRENCY when set, else its default lowered to what this
+    host's cores (shared among its GPUs) and the GPU's memory allow."""
+    if "worker_concurrency" in settings.model_fields_set:
+        return settings.worker_concurrency
+    gpus_on_host = len(list(Path("/proc/driver/nvidia/gpus").glob("*"))) if device == "cuda" else 0
+    cores = len(os.sched_getaffinity(0)) // max(1, gpus_on_host)
+    n = min(settings.worker_concurrency, max(1, cores // CORES_PER_EVALUATION))
+    memory = gpu_memory_mb(gpu) if device == "cuda" else None
+    if memory is not None:
+        n = min(n, max(1, memory // settings.worker_gpu_memory_mb))
+    log.info("%d evaluation(s) in flight: %d core(s) for this device, GPU memory %s MB", n, cores, memory)
+    return n
+
+
+def worker_device(settings: ServiceSettings) -> str:
+    """Where this worker evaluates: `cuda` unless told otherwise or serving the `cpu` class."""
+    return settings.worker_device or ("cpu" if settings.device_class == "cpu" else "cuda")
 
 
 def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: str) -> None:
@@ -11,20 +76,26 @@ def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: s
     os.environ["KERNELGYM_DEVICE_CLASS"] = device_class
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    if device_class == "cpu":
+    if device_class == "cpu" or os.environ.get("KERNELGYM_WORKER_DEVICE") == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from gym_common.jobs import Keys
     from gym_common.logs import configure_json_logging
 
     configure_json_logging(loglevel)
+    device = worker_device(ServiceSettings())
+    if not os.environ.get("KERNELGYM_WORKER_DEVICE_ID"):
+        os.environ["KERNELGYM_WORKER_DEVICE_ID"] = device_id(device)
     from gym_worker.tasks import app, settings
 
+    in_flight = concurrency(settings, device, gpu)
+    # The children's default host-memory limit shares the host among the children that run at once.
+    os.environ.setdefault("KERNELGYM_CONCURRENT_CHILDREN", str(2 * in_flight))
     node = name or f"{device_class}{'' if gpu is None else f'-gpu{gpu}'}-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(
         [
             "worker",
             "--pool=prefork",
-            "--concurrency=1",
+            f"--concurrency={in_flight}",
             f"--queues={','.join(Keys(settings.key_prefix).queues(device_class))}",
             f"--hostname={node}",
             f"--loglevel={loglevel}",

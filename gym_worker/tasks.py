@@ -1,7 +1,9 @@
 """The evaluation task. It supervises the kernel through the evaluation core's child processes, so it
 always ends with an outcome, and it records that outcome exactly once in the job record.
 
-Start a worker with `kernelgym worker` (which runs Celery with this module as its app).
+Start a worker with `kernelgym worker` (which runs Celery with this module as its app). Each prefork pool
+process holds one `WorkerState` and runs one evaluation at a time; the worker's pool processes evaluate
+side by side and take turns in the device's timing slot (gym_worker.slot).
 """
 
 from __future__ import annotations
@@ -12,16 +14,20 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_process_init, worker_process_shutdown
+from celery.signals import celeryd_init, worker_process_init, worker_process_shutdown
 
 from gym_common.jobs import DURATION_BUCKETS, FINAL, FINISH_SCRIPT, TASK_NAME, JobRecord, JobStatus, Keys, finish_call
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
-from gym_worker.health import device_fault
-from services.evaluator import EvaluationError, Evaluator, environment
+from gym_worker.health import DeviceHealth, probe
+from gym_worker.run import worker_device
+from gym_worker.slot import TimingSlot
+from services.errors import EvaluationCancelled, InfrastructureFault, ReferenceFailed
+from services.evaluator import Evaluator, environment
 from services.problems import Problem
 from services.schema import EvalResult, Verdict
 from services.settings import EvalSettings
@@ -29,14 +35,32 @@ from services.settings import EvalSettings
 log = logging.getLogger("kernelgym.worker")
 settings = ServiceSettings()
 app = make_celery(settings)
+node = ""  # this worker's Celery node name, set in the main process before it forks the pool
+
+
+# Take or renew a claim (KEYS[1]) for an owner (ARGV[1]) for ARGV[2] ms, unless another owner holds it.
+_CLAIM = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+# Drop a claim only when the owner (ARGV[1]) holds it.
+_UNCLAIM = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 
 class RedisTimingStore:
-    """Reference timings shared by every worker of a device class (the key names the GPU and versions).
+    """Reference timings shared by every worker of a device class (the key names the GPU and versions), and
+    the claims that let one evaluation at a time time a reference (`services.timing_cache`).
     A Redis failure only costs a re-timing; it never fails the evaluation."""
 
     def __init__(self, r: redis.Redis, keys: Keys, ttl_s: int):
         self.r, self.keys, self.ttl_s = r, keys, ttl_s
+        self._claim = r.register_script(_CLAIM)
+        self._unclaim = r.register_script(_UNCLAIM)
 
     def get(self, key: str) -> str | None:
         try:
@@ -52,6 +76,19 @@ class RedisTimingStore:
         except redis.RedisError as exc:
             log.warning("reference timing not stored: %s", exc)
 
+    def claim(self, key: str, owner: str, ttl_s: float) -> bool:
+        try:
+            return bool(self._claim(keys=[self.keys.reference_timing_claim(key)], args=[owner, int(ttl_s * 1000)]))
+        except redis.RedisError as exc:
+            log.warning("reference timing not claimed (timed here regardless): %s", exc)
+            return True
+
+    def unclaim(self, key: str, owner: str) -> None:
+        try:
+            self._unclaim(keys=[self.keys.reference_timing_claim(key)], args=[owner])
+        except redis.RedisError as exc:  # the claim expires on its own
+            log.warning("reference timing claim not dropped: %s", exc)
+
 
 class WorkerState:
     """What one worker process holds between tasks: its Redis client, warm evaluator and health."""
@@ -61,16 +98,22 @@ class WorkerState:
         self.r = redis.Redis.from_url(service.redis_url)
         self.keys = Keys(service.key_prefix)
         self.finish_script = self.r.register_script(FINISH_SCRIPT)
-        self.device = "cpu" if service.device_class == "cpu" else "cuda"
+        self.device = worker_device(service)
         self.name = f"{service.device_class}@{socket.gethostname()}:{os.getpid()}"
-        self.evaluator = Evaluator(eval_settings)
+        device_id = service.worker_device_id or self.device
+        self.slot = TimingSlot(Path(service.gpu_lock_dir) / f"{device_id}.lock")
+        self.evaluator = Evaluator(eval_settings, timing_slot=self.slot)
         ttl = service.reference_timing_ttl_s
         self.timings = RedisTimingStore(self.r, self.keys, ttl) if ttl > 0 else None
         self.evaluator.pool.prewarm(self.device)
-        self.infra_failures = 0
-        self.quarantined = False
+        # The probe and the tasks share one evaluator, which runs one evaluation at a time.
+        self._eval_lock = threading.Lock()
+        marker = Path(service.gpu_lock_dir) / f"{device_id}.quarantined"
+        self.health = DeviceHealth(service.quarantine_after, self._probe, marker)
+        self.consuming = True
+        self._consume_lock = threading.Lock()
+        self._prober = threading.Thread()  # the running probe of a quarantined device, if any
         self.current: str | None = None
-        self.node = ""
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, name="kg-heartbeat", daemon=True)
         self._beat.start()
@@ -78,14 +121,17 @@ class WorkerState:
     def _heartbeat(self) -> None:
         ttl = max(2, int(self.s.heartbeat_s * 3))
         while not self._stop.is_set():
+            quarantined = self.follow_quarantine()
             try:
                 self.r.hset(
                     self.keys.worker(self.name),
                     mapping={
                         "device_class": self.s.device_class,
                         "device": self.device,
-                        "quarantined": "1" if self.quarantined else "0",
+                        "node": node,
+                        "quarantined": "1" if quarantined else "0",
                         "current": self.current or "",
+                        "warm_children": str(self.evaluator.pool.ready(self.device)),
                         "seen": repr(time.time()),
                     },
                 )
@@ -101,9 +147,8 @@ class WorkerState:
             self.r.delete(self.keys.worker(self.name))
 
     # -- one job -------------------------------------------------------------------------------------
-    def run(self, job_id: str, node: str) -> None:
-        """One delivery of a job; `node` is this worker's Celery node name (for quarantine)."""
-        self.node = node
+    def run(self, job_id: str) -> None:
+        """One delivery of a job."""
         key = self.keys.job(job_id)
         raw = self.r.hgetall(key)
         if not raw:
@@ -126,6 +171,7 @@ class WorkerState:
         self.r.hset(key, mapping={"status": JobStatus.RUNNING.value, "started": repr(time.time()), "worker": self.name})
         log.info("evaluation started", extra={"evaluation_id": job_id, "attempt": attempts})
         self.current = job_id
+        self.slot.reset()
         watcher = threading.Thread(target=self._watch_cancel, args=(key,), daemon=True)
         watcher.start()
         t0 = time.monotonic()
@@ -137,24 +183,32 @@ class WorkerState:
         if cancelled:
             self.finish(job, JobStatus.CANCELLED)
         elif isinstance(outcome, EvalResult):
-            self.infra_failures = 0
+            self.health.ok()
             if self.finish(job, JobStatus.DONE, outcome):
                 self.record_stats(outcome, time.monotonic() - t0)
         else:
-            if device_fault(outcome):
-                self.infra_failures += 1
-                if self.infra_failures >= self.s.quarantine_after and self.device == "cuda":
-                    self.quarantine()
-            self.finish(job, JobStatus.FAILED, error=outcome)
-        log.info("evaluation finished", extra={"evaluation_id": job_id, "cancelled": cancelled})
+            self.finish(job, JobStatus.FAILED, error=f"the service could not evaluate this request: {outcome}")
+            if isinstance(outcome, InfrastructureFault) and self.s.device_class != "cpu" and self.health.fault():
+                self.follow_quarantine()
+        log.info(
+            "evaluation finished",
+            extra={
+                "evaluation_id": job_id,
+                "cancelled": cancelled,
+                "timing_slot_wait_s": round(self.slot.waited_s, 3),
+                "timing_slot_held_s": round(self.slot.held_s, 3),
+            },
+        )
 
-    def evaluate(self, job: JobRecord) -> EvalResult | str:
+    def evaluate(self, job: JobRecord) -> EvalResult | ReferenceFailed | InfrastructureFault | EvaluationCancelled:
+        """The result, or the typed reason there is none (a cancelled evaluation is discarded by `run`)."""
         options = job.request.options.model_copy(update={"device": self.device})
         problem = Problem(id=job.problem, source=job.reference_source)
         try:
-            return self.evaluator.evaluate(problem, job.request.candidate, options, self.timings)
-        except EvaluationError as exc:
-            return f"the service could not evaluate this request: {exc}"
+            with self._eval_lock:
+                return self.evaluator.evaluate(problem, job.request.candidate, options, self.timings)
+        except (ReferenceFailed, InfrastructureFault, EvaluationCancelled) as exc:
+            return exc
         except SoftTimeLimitExceeded:
             self.evaluator.cancel()
             return self.crashed(job, f"The evaluation exceeded the task limit of {self.s.task_time_limit_s} s.")
@@ -163,6 +217,7 @@ class WorkerState:
         while self.current is not None:
             try:
                 if self.r.hget(key, "cancel") == b"1":
+                    self.slot.cancel()
                     self.evaluator.cancel()
                     return
             except redis.RedisError:
@@ -204,15 +259,43 @@ class WorkerState:
         pipe.hincrbyfloat(self.keys.durations(), "sum", seconds)
         pipe.execute()
 
-    def quarantine(self) -> None:
-        """Repeated infrastructure failures on this GPU: stop taking work and say so in the heartbeat."""
-        self.quarantined = True
-        log.error("GPU quarantined after %d consecutive failures", self.infra_failures)
-        for queue in self.keys.queues(self.s.device_class):
-            app.control.cancel_consumer(queue, destination=[self.node])
+    def _probe(self) -> str | None:
+        with self._eval_lock:
+            return probe(self.evaluator, self.device)
+
+    def follow_quarantine(self) -> bool:
+        """The node consumes while the device is not quarantined, whichever process quarantined it; while it
+        is, an idle process probes it (one process at a time, every `quarantine_probe_s`). True if quarantined."""
+        quarantined = self.health.quarantined
+        if quarantined and self.current is None and not self._prober.is_alive():
+            self._prober = threading.Thread(target=self._reprobe, name="kg-reprobe", daemon=True)
+            self._prober.start()
+        self._consume(not quarantined)
+        return quarantined
+
+    def _reprobe(self) -> None:
+        if self.health.recheck(self.s.quarantine_probe_s):
+            self._consume(True)
+
+    def _consume(self, wanted: bool) -> None:
+        with self._consume_lock:
+            if wanted == self.consuming:
+                return
+            self.consuming = wanted
+            for queue in self.keys.queues(self.s.device_class):
+                if wanted:
+                    app.control.add_consumer(queue, destination=[node])
+                else:
+                    app.control.cancel_consumer(queue, destination=[node])
 
 
 _state: WorkerState | None = None
+
+
+@celeryd_init.connect
+def _named(sender: str, **_: object) -> None:
+    global node
+    node = sender
 
 
 @worker_process_init.connect
@@ -227,8 +310,8 @@ def _stop(**_: object) -> None:
         _state.close()
 
 
-@app.task(name=TASK_NAME, bind=True)
-def evaluate(self, job_id: str) -> None:
+@app.task(name=TASK_NAME)
+def evaluate(job_id: str) -> None:
     if _state is None:  # a pool without worker_process_init (not used by `kernelgym worker`)
         raise RuntimeError("worker state not initialised")
-    _state.run(job_id, self.request.hostname or "")
+    _state.run(job_id)

@@ -14,6 +14,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the settings module is imported only by the commands that need it
+    from gym_common.settings import ServiceSettings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,11 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def healthcheck(args: argparse.Namespace) -> int:
-    from gym_common.settings import ServiceSettings
+def healthcheck(args: argparse.Namespace, settings: ServiceSettings) -> int:
     from kernelgym.probes import probe_http, probe_worker
 
-    settings = ServiceSettings()
     if args.probe == "http":
         ok, message = probe_http(args.url or f"http://127.0.0.1:{settings.port}/healthz", args.timeout)
     else:
@@ -83,6 +85,24 @@ def service_demo(device: str | None) -> int:
     return 0
 
 
+def _service_command(args: argparse.Namespace, settings: ServiceSettings) -> int:
+    if args.command == "serve":
+        from gym_api.serve import UnsafeConfiguration, serve
+
+        try:
+            serve(settings)
+        except UnsafeConfiguration as exc:
+            print(f"kernelgym serve: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "worker":
+        from gym_worker.run import run_worker
+
+        run_worker(args.device_class or settings.device_class, args.gpu, args.name, settings.log_level)
+        return 0
+    return healthcheck(args, settings)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["eval"]:
@@ -96,24 +116,13 @@ def main(argv: list[str] | None = None) -> int:
 
             return core_main(["demo", *(["--device", args.device] if args.device else [])])
         return service_demo(args.device)
-    if args.command == "serve":
-        from gym_api.serve import UnsafeConfiguration, serve
-        from gym_common.settings import ServiceSettings
+    if args.command in ("serve", "worker", "healthcheck"):
+        from gym_common.settings import ConfigurationError, load_settings
 
         try:
-            serve(ServiceSettings())
-        except UnsafeConfiguration as exc:
-            print(f"kernelgym serve: {exc}", file=sys.stderr)
+            return _service_command(args, load_settings())
+        except ConfigurationError as exc:  # one line saying what is expected, not a traceback
+            print(f"kernelgym {args.command}: {exc}", file=sys.stderr)
             return 2
-        return 0
-    if args.command == "worker":
-        from gym_common.settings import ServiceSettings
-        from gym_worker.run import run_worker
-
-        settings = ServiceSettings()
-        run_worker(args.device_class or settings.device_class, args.gpu, args.name, settings.log_level)
-        return 0
-    if args.command == "healthcheck":
-        return healthcheck(args)
     print(hashlib.sha256(args.key.encode()).hexdigest())
     return 0

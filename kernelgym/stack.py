@@ -133,7 +133,7 @@ class LocalStack:
         return proc
 
     def wait_ready(self, workers: int = 1, timeout: float = 120.0) -> None:
-        """Until `workers` workers have a heartbeat in Redis (they then have warm evaluation children)."""
+        """Until `workers` pool processes have a heartbeat in Redis (they then have warm evaluation children)."""
         client = redis.Redis.from_url(self.redis_url)
         deadline = time.monotonic() + timeout
         while len(list(client.scan_iter(match="*:worker:*"))) < workers:

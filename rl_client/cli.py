@@ -1,4 +1,7 @@
-"""`kernelgym-rl train --config FILE`: multi-turn RL against a KernelGym service with the local backend."""
+"""`kernelgym-rl train --config FILE`: multi-turn RL against a KernelGym service with the local backend.
+
+Also `kernelgym-rl demo-learn` (a small policy learning from a private service), `evaluate`, `reward-server`,
+`episode-server` and `openrlhf-prompts`."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ import random
 import sys
 from pathlib import Path
 from typing import Any
+
+from rl_client.settings import ConfigurationError, RLSettings
 
 log = logging.getLogger("kernelgym.rl")
 
@@ -34,7 +39,6 @@ def train(cfg: Any) -> Path:
     from tqdm import tqdm
 
     from gym_client import KernelGymClient
-    from rl_client.algorithms import RewardSpec
     from rl_client.local.policy import LocalPolicy, load_pretrained
     from rl_client.local.trainer import LocalTrainer
     from rl_client.scoring import ServiceScorer
@@ -47,19 +51,22 @@ def train(cfg: Any) -> Path:
     model, tokenizer = load_pretrained(cfg.model, cfg.gguf_file, cfg.dtype, cfg.device)
     policy = LocalPolicy(model, tokenizer, cfg.device, cfg.temperature, cfg.top_p, cfg.max_new_tokens)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    api_key = cfg.service.api_key or os.environ.get("KERNELGYM_API_KEY")
-    with KernelGymClient(cfg.service.url, api_key=api_key) as client:
+    service = cfg.service
+    settings = RLSettings.from_env(
+        url=service.url, api_key=service.api_key, device_class=service.device_class, timeout_s=service.timeout_s
+    )
+    with KernelGymClient(settings.url, api_key=settings.api_key) as client:
         problems = load_problems(cfg.problems, client)
         if not problems:
             raise ValueError("no problems to train on")
         scorer = ServiceScorer(
             client,
-            RewardSpec(**cfg.reward.model_dump()),
-            cfg.service.device_class,
-            cfg.service.options,
-            cfg.service.timeout_s,
-            cfg.service.batch_size,
-            cfg.service.concurrency,
+            cfg.reward,
+            settings.device_class,
+            service.options,
+            settings.timeout_s,
+            service.batch_size,
+            service.concurrency,
         )
         trainer = LocalTrainer(cfg, policy, scorer, optimizer)
         writer = SummaryWriter(str(out / "tensorboard"))
@@ -95,7 +102,6 @@ def save(model: Any, tokenizer: Any, path: Path) -> None:
 def evaluate(args: argparse.Namespace) -> int:
     """`kernelgym-rl evaluate`: samples × turns per problem, scored by the service; prints the table."""
     import json
-    import os
 
     from gym_client import KernelGymClient
     from rl_client.algorithms.rewards import DRKERNEL_PR
@@ -104,7 +110,7 @@ def evaluate(args: argparse.Namespace) -> int:
     from rl_client.scoring import ServiceScorer
 
     ids = args.problems.split(",") if args.problems else None
-    api_key = os.environ.get("KERNELGYM_API_KEY")
+    api_key = RLSettings.from_env().api_key
     with KernelGymClient(args.service, api_key=api_key, timeout=60) as client:
         problems = kernelbench_problems(args.kernelbench, ids) if args.kernelbench else service_problems(client, ids)
         generator = OpenAIGenerator(
@@ -178,7 +184,7 @@ def openrlhf_prompts(args: argparse.Namespace) -> int:
         id_column=args.id_column,
     )
     if args.service:
-        with KernelGymClient(args.service, api_key=os.environ.get("KERNELGYM_API_KEY"), timeout=60) as client:
+        with KernelGymClient(args.service, api_key=RLSettings.from_env().api_key, timeout=60) as client:
             problems = load_problems(chosen, client)
     else:
         problems = load_problems(chosen, None)
@@ -186,9 +192,69 @@ def openrlhf_prompts(args: argparse.Namespace) -> int:
     return 0
 
 
+def demo_learn(args: argparse.Namespace) -> int:
+    """`kernelgym-rl demo-learn`: prime a tiny policy and train it on the service's rewards, a line per step."""
+    import signal
+
+    from rl_client.demo import DemoOptions, run
+
+    # A plain SIGTERM would leave the private stack's Redis, gateway and worker running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    opts = DemoOptions(
+        estimator=args.estimator,
+        device=args.device,
+        steps=args.steps,
+        seed=args.seed,
+        samples=args.samples,
+        lr=args.lr,
+        problems=args.problems,
+        out_dir=str(args.out),
+    )
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    def emit(r: dict[str, Any]) -> None:
+        if args.json:
+            print(json.dumps(r), flush=True)
+            return
+        turns = ", ".join(f"turn {t} {r[f'correct_turn{t}']:.2f}" for t in (1, 2))
+        log(
+            f"step {r['step']:>3}/{opts.steps}  correct {r['correct_rate']:.2f} ({turns})  hacks {r['hack_rate']:.2f}"
+            f"  wrong {r['wrong_rate']:.2f}  reward {r['reward_mean']:.3f}  {r['new_evaluations']} new evaluations"
+            f"  {r['seconds']:.1f} s"
+        )
+
+    result = run(opts, args.service, emit, log)
+    if args.json:
+        print(json.dumps(result), flush=True)
+    else:
+        log(
+            f"{opts.estimator}: correct {result['first_correct_rate']:.2f} -> {result['last_correct_rate']:.2f}, "
+            f"hacks {result['first_hack_rate']:.2f} -> {result['last_hack_rate']:.2f}, "
+            f"90% correct first at step {result['steps_to_90']}, {result['seconds']:.0f} s"
+            f"{'' if result['target_met'] else ' (target not met: <=0.6 first, >=0.9 last, no hacks at the end)'}"
+        )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kernelgym-rl", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    dl = sub.add_parser(
+        "demo-learn",
+        help="watch a small policy learn from the service's rewards: a private stack, a primed tiny GPT-2, TRLOO",
+    )
+    dl.add_argument("--estimator", choices=["trloo", "grpo"], default="trloo")
+    dl.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the policy's and the worker's device")
+    dl.add_argument("--steps", type=int, default=30)
+    dl.add_argument("--seed", type=int, default=0)
+    dl.add_argument("--samples", type=int, default=4, help="episodes per problem and step")
+    dl.add_argument("--lr", type=float, default=5e-4)
+    dl.add_argument("--problems", type=int, default=3, choices=[1, 2, 3], help="how many of the demo's problems")
+    dl.add_argument("--service", help="use this running service instead of starting a private one")
+    dl.add_argument("--out", type=Path, default=Path("runs/demo-learn"), help="the primed model goes here")
+    dl.add_argument("--json", action="store_true", help="one JSON object per step, then a summary line")
     tr = sub.add_parser("train", help="train with the local backend")
     tr.add_argument("--config", type=Path, required=True, help="YAML training configuration")
     rs = sub.add_parser(
@@ -235,6 +301,16 @@ def main(argv: list[str] | None = None) -> int:
     ev.add_argument("--out", type=Path, help="write the report and every turn as JSON here")
     ev.add_argument("--plot", type=Path, help="write a bar chart of correctness and Fast@p per turn here (PNG)")
     args = parser.parse_args(argv)
+    try:
+        return _command(args)
+    except ConfigurationError as exc:  # one line naming the variable, not a traceback
+        print(f"kernelgym-rl {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "demo-learn":
+        return demo_learn(args)
     if args.command == "evaluate":
         return evaluate(args)
     if args.command == "openrlhf-prompts":

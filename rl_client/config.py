@@ -8,15 +8,20 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rl_client.algorithms.rewards import RewardSpec
+
 
 class ServiceConfig(BaseModel):
+    """Where and how evaluations are made. A field left out takes `rl_client.settings.RLSettings`' value (the
+    environment's, else its default)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    url: str = "http://127.0.0.1:8000"
-    api_key: str | None = Field(None, description="Or set KERNELGYM_API_KEY.")
-    device_class: str | None = None
+    url: str | None = Field(None, description="KERNELGYM_URL; default http://127.0.0.1:8000.")
+    api_key: str | None = Field(None, description="KERNELGYM_API_KEY.")
+    device_class: str | None = Field(None, description="KERNELGYM_RL_DEVICE_CLASS; default the service's.")
     options: dict[str, Any] = Field(default_factory=dict, description="EvalOptions for every evaluation.")
-    timeout_s: float = Field(1800.0, gt=0, description="Deadline of one evaluation; then it scores 0.")
+    timeout_s: float | None = Field(None, gt=0, description="KERNELGYM_RL_TIMEOUT_S; default 1800.")
     batch_size: int = Field(64, ge=1)
     concurrency: int = Field(32, ge=1)
 
@@ -37,17 +42,6 @@ class ProblemsConfig(BaseModel):
         return self
 
 
-class RewardConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = "drkernel-pr"
-    version: int = 1
-    correct_weight: float = 0.5
-    speedup_weight: float = 0.5
-    speedup_cap: float = 3.0
-    coverage_weight: float = 0.5
-
-
 class TrainConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -57,7 +51,7 @@ class TrainConfig(BaseModel):
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     problems: ProblemsConfig = Field(default_factory=ProblemsConfig)
-    reward: RewardConfig = Field(default_factory=RewardConfig)
+    reward: RewardSpec = Field(default_factory=RewardSpec, description="The turn reward (default drkernel-pr/v1).")
 
     steps: int = Field(10, ge=1)
     prompts_per_step: int = Field(16, ge=1)

@@ -2,9 +2,8 @@
 service, reported per turn and best-of-turns as correctness, Fast@p, geometric-mean speedup, coverage and
 the share of rejected (hacking) answers.
 
-Fast@p counts a sample as fast when it is correct and its speedup over eager PyTorch exceeds p; incorrect,
-rejected and unevaluated samples are misses, and so is a correct sample without a measured speedup (a CPU
-service measures none).
+Fast@p is `rl_client.metrics.fast_p` (KernelBench's definition: correct and speedup over eager PyTorch > p; a
+correct sample without a measured speedup, as on a CPU service, is a miss).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import httpx
 from tenacity import retry, stop_after_attempt, wait_exponential
 
 from rl_client.data import Problem
+from rl_client.metrics import fast_p
 from rl_client.rollout import Episode, Generate, Messages, Turn, continue_episodes, run_episodes
 from rl_client.scoring import ServiceScorer, TurnOutcome
 
@@ -32,9 +32,7 @@ def summarize(outcomes: Sequence[TurnOutcome]) -> dict[str, Any]:
     return {
         "samples": n,
         "correct": len(correct) / n if n else 0.0,
-        "fast_p": {
-            str(p): sum(1 for o in correct if o.speedup is not None and o.speedup > p) / n if n else 0.0 for p in FAST_P
-        },
+        "fast_p": {str(p): fast_p(((o.correct, o.speedup) for o in outcomes), p) for p in FAST_P},
         "geomean_speedup": math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None,
         "mean_coverage": sum(coverages) / len(coverages) if coverages else None,
         "rejected": sum(1 for o in outcomes if o.verdict == "rejected") / n if n else 0.0,

@@ -8,9 +8,10 @@ turn. OpenRLHF sums the step rewards into one scalar per trajectory and keeps on
 (`rl_client.openrlhf_trloo`) recovers them in the trainer.
 
 OpenRLHF instantiates agents with no arguments inside its Ray actors, so configuration comes from the
-environment: KERNELGYM_URL, KERNELGYM_API_KEY, KERNELGYM_RL_DEVICE_CLASS, KERNELGYM_RL_TIMEOUT_S (per
-evaluation; OpenRLHF itself imposes none on agents), KERNELGYM_RL_FEEDBACK_CHARS and
-KERNELGYM_RL_TURN_FORMAT, the chat-template text around a feedback turn (default ChatML, as Qwen uses).
+environment, through `rl_client.settings.RLSettings`: KERNELGYM_URL, KERNELGYM_API_KEY, KERNELGYM_RL_DEVICE_CLASS,
+KERNELGYM_RL_TIMEOUT_S (per evaluation; OpenRLHF itself imposes none on agents), KERNELGYM_RL_MAX_TURNS,
+KERNELGYM_RL_FEEDBACK_CHARS and KERNELGYM_RL_TURN_FORMAT, the chat-template text around a feedback turn (default
+ChatML, as Qwen uses).
 The label of each prompt is the service's problem id, or JSON `{"reference": "<source>"}`.
 """
 
@@ -18,19 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import threading
 from typing import Any
 
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
-from gym_client import KernelGymClient
-from rl_client.algorithms import DRKERNEL_PR
 from rl_client.prompts import next_turn
 from rl_client.scoring import ScoreJob, ServiceScorer
-
-CHATML_TURN = "<|im_end|>\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n"
+from rl_client.settings import RLSettings
 
 _scorer: ServiceScorer | None = None
 _lock = threading.Lock()
@@ -41,15 +38,7 @@ def scorer() -> ServiceScorer:
     global _scorer
     with _lock:
         if _scorer is None:
-            client = KernelGymClient(
-                os.environ.get("KERNELGYM_URL", "http://127.0.0.1:8000"), api_key=os.environ.get("KERNELGYM_API_KEY")
-            )
-            _scorer = ServiceScorer(
-                client,
-                DRKERNEL_PR,
-                device_class=os.environ.get("KERNELGYM_RL_DEVICE_CLASS"),
-                timeout_s=float(os.environ.get("KERNELGYM_RL_TIMEOUT_S", "1800")),
-            )
+            _scorer = RLSettings.from_env().scorer()
         return _scorer
 
 
@@ -65,9 +54,10 @@ def parse_label(label: Any) -> tuple[str | None, str | None]:
 
 class KernelAgent(AgentInstanceBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.max_turns = int(os.environ.get("KERNELGYM_RL_MAX_TURNS", "3"))
-        self.feedback_chars = int(os.environ.get("KERNELGYM_RL_FEEDBACK_CHARS", "2000"))
-        self.turn_format = os.environ.get("KERNELGYM_RL_TURN_FORMAT", CHATML_TURN)
+        settings = RLSettings.from_env()
+        self.max_turns = settings.max_turns
+        self.feedback_chars = settings.feedback_chars
+        self.turn_format = settings.turn_format
         # Every key for every turn from the start: OpenRLHF concatenates the logs of many trajectories key by key,
         # so a key that only some trajectories have (one that stopped early) would misalign the batch.
         self.logs: dict[str, float] = {"num_turns": 0.0}

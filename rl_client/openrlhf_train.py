@@ -15,8 +15,9 @@ arguments. So this entry point
 `setup_worker` runs in every Ray worker of the job (and here): once `openrlhf.trainer.ppo_utils.experience_maker`
 is imported in that process, `RemoteExperienceMaker.compute_advantages_and_returns` is replaced by
 `rl_client.openrlhf_trloo.compute_advantages_and_returns`, which computes TRLOO when KERNELGYM_RL_TRAINER asks for
-it and calls OpenRLHF's own method otherwise. This module imports only the standard library at the top, because
-every worker of the job imports it.
+it and calls OpenRLHF's own method otherwise. This module imports only the standard library and
+`rl_client.settings` at the top, because every worker of the job imports it; `rl_client.openrlhf_trloo` is imported
+only by the patch, and never imports this module.
 
 `--kernelgym.*` arguments (defaults are Dr. Kernel's):
   --kernelgym.token_veto X     mask a whole turn when one of its tokens has π_train/π_rollout < X (1e-4; 0: off).
@@ -35,37 +36,15 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-SETTINGS_ENV = "KERNELGYM_RL_TRAINER"
+from rl_client.settings import SETTINGS_ENV, RLSettings, TrainerSettings
+
 EXPERIENCE_MAKER = "openrlhf.trainer.ppo_utils.experience_maker"
 SETUP_HOOK = "rl_client.openrlhf_train.setup_worker"
 ESTIMATOR_FLAG = "--algo.advantage.estimator"
-ORIGINAL = "_kernelgym_original_compute_advantages_and_returns"  # where the patch keeps OpenRLHF's method
-
-
-@dataclass(frozen=True)
-class TrainerSettings:
-    """What the replaced advantage computation does; travels to the Ray workers as JSON in KERNELGYM_RL_TRAINER."""
-
-    estimator: str | None = None  # "trloo", or None for OpenRLHF's own estimator
-    token_veto: float = 1e-4
-    prs: bool = True
-    prs_threshold: float = 0.3
-    prs_ramp: float = 0.1
-    failure_mask: bool = True
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> TrainerSettings:
-        raw = environ.get(SETTINGS_ENV)
-        return cls(**json.loads(raw)) if raw else cls()
-
-
 # Our flags: name -> (settings field, value parser or the constant a bare flag sets).
 _FLAGS: dict[str, tuple[str, Callable[[str], Any] | None, Any]] = {
     "--kernelgym.token_veto": ("token_veto", float, None),
@@ -112,11 +91,11 @@ def rewrite_arguments(argv: list[str]) -> Launch:
                     value = parse(inline)
                 except ValueError:
                     raise ValueError(f"{name}: not a number: {inline!r}") from None
-            settings = replace(settings, **{field: value})
+            settings = settings.model_copy(update={field: value})
         elif name.startswith("--kernelgym."):
             raise ValueError(f"unknown argument {name} (known: {', '.join([*_FLAGS, DRY_RUN])})")
         elif name == ESTIMATOR_FLAG and (inline if eq else _next(argv, i)) == "trloo":
-            settings = replace(settings, estimator="trloo")
+            settings = settings.model_copy(update={"estimator": "trloo"})
             rest.append(f"{ESTIMATOR_FLAG}=rloo" if eq else ESTIMATOR_FLAG)
             if not eq:
                 rest.append("rloo")
@@ -243,11 +222,13 @@ def start_ray(settings: TrainerSettings, **init_kwargs: Any) -> None:
 def describe_process() -> dict[str, Any]:
     """What this process would do with advantages: its settings and whether the experience maker is (or will be,
     on import) patched. Run it as a Ray task to see a worker's view."""
+    from rl_client.openrlhf_trloo import ORIGINAL
+
     module = sys.modules.get(EXPERIENCE_MAKER)
     patched = module is not None and hasattr(module.RemoteExperienceMaker, ORIGINAL)
     return {
         "pid": os.getpid(),
-        "settings": asdict(TrainerSettings.from_env()),
+        "settings": RLSettings.from_env().trainer.model_dump(),
         "patch_on_import": any(isinstance(f, _PatchOnImport) and f.name == EXPERIENCE_MAKER for f in sys.meta_path),
         "patched": patched,
         "kernelgym_env": sorted(k for k in os.environ if k.startswith("KERNELGYM_")),

@@ -28,10 +28,12 @@ from typing import Any
 import torch
 
 from rl_client.algorithms import mismatch_rejection, prs_keep
-from rl_client.openrlhf_train import ORIGINAL, TrainerSettings
+from rl_client.settings import RLSettings, TrainerSettings
 from rl_client.turn_tokens import token_advantages, turn_ids
 
 log = logging.getLogger(__name__)
+
+ORIGINAL = "_kernelgym_original_compute_advantages_and_returns"  # where `install` keeps OpenRLHF's method
 
 _generator: torch.Generator | None = None
 
@@ -48,7 +50,7 @@ def install(maker_cls: type) -> None:
 
 def compute_advantages_and_returns(self: Any, experiences: list[Any]) -> list[Any]:
     """The replacement method: TRLOO when KERNELGYM_RL_TRAINER says so, OpenRLHF's own estimator otherwise."""
-    settings = TrainerSettings.from_env()
+    settings = RLSettings.from_env().trainer
     if settings.estimator != "trloo":
         return getattr(self, ORIGINAL)(experiences)
     args = self.strategy.args

@@ -39,6 +39,7 @@ class TurnOutcome:
     feedback: str
     evaluation_id: str | None = None
     pending: bool = False  # still running at the deadline and left running (`cancel_late=False`)
+    cached: bool = False  # the service answered from an identical earlier submission's evaluation
 
 
 def _transient(exc: BaseException) -> bool:
@@ -88,7 +89,7 @@ class ServiceScorer:
             )
             submit.append((i, body))
         deadline = time.monotonic() + self.timeout_s
-        pending: list[tuple[int, str]] = []
+        pending: list[tuple[int, str, bool]] = []
         for start in range(0, len(submit), self.batch_size):
             chunk = submit[start : start + self.batch_size]
             try:
@@ -98,8 +99,8 @@ class ServiceScorer:
                 for i, _ in chunk:
                     outcomes[i] = self._unscored(f"The evaluation service refused the submission ({exc}).")
                 continue
-            pending.extend((i, ev.id) for (i, _), ev in zip(chunk, evaluations, strict=True))
-        waits = {i: self.pool.submit(self._wait, eid, deadline) for i, eid in pending}
+            pending.extend((i, ev.id, ev.cached) for (i, _), ev in zip(chunk, evaluations, strict=True))
+        waits = {i: self.pool.submit(self._wait, eid, deadline, cached) for i, eid, cached in pending}
         for i, future in waits.items():
             outcomes[i] = future.result()
         return [o for o in outcomes if o is not None]
@@ -113,7 +114,7 @@ class ServiceScorer:
     def _submit(self, bodies: list[dict[str, Any]]) -> list[Evaluation]:
         return self.client.evaluate_batch(bodies, wait=0)
 
-    def _wait(self, evaluation_id: str, deadline: float) -> TurnOutcome:
+    def _wait(self, evaluation_id: str, deadline: float, cached: bool = False) -> TurnOutcome:
         try:
             ev = self.client.wait(evaluation_id, timeout=max(0.0, deadline - time.monotonic()))
         except Exception as exc:  # the service went away: this turn scores 0, the batch goes on
@@ -138,6 +139,7 @@ class ServiceScorer:
             coverage=ev.coverage,
             feedback=ev.feedback,
             evaluation_id=ev.id,
+            cached=cached,
         )
 
     def _unscored(self, feedback: str, evaluation_id: str | None = None, pending: bool = False) -> TurnOutcome:

@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernelgym: {exc}", file=sys.stderr)
         return 2
 
-    from services.evaluator import EvaluationError, Evaluator  # torch is imported only when needed
+    from services.errors import EvaluationError
+    from services.evaluator import Evaluator  # torch is imported only when needed
 
     options = _options(args)
     status = 0

@@ -63,9 +63,15 @@ class _WallEvent:
         return (end.t - self.t) * 1e3
 
 
-def enable_cpu_redirect() -> None:
-    """Process-wide, for a CPU-mode child: it never runs anything else."""
+def enable_cpu_redirect(shims: bool = True) -> None:
+    """Process-wide, for a CPU-mode child: it never runs anything else. Besides the redirect, user code gets
+    what a GPU run would give it (autotuning, `is_cuda`, fp32 scalars, libdevice, TF32, compile errors): see
+    `services.child.interpreter_shims`. `shims=False` leaves the interpreter bare (to measure what the shims change)."""
     CpuRedirect().__enter__()
+    if shims:
+        from services.child import interpreter_shims
+
+        interpreter_shims.install()
     torch.cuda.synchronize = lambda device=None: None
     torch.cuda.current_device = lambda: 0
     torch.cuda.Event = _WallEvent

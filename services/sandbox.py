@@ -11,7 +11,10 @@ a child that received a job is never given another one.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -23,26 +26,15 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from services import channel
+from services.errors import ChildDied, ChildTimedOut
+from services.protocol import channel
+from services.schema import PROTOCOL_VERSION
 from services.settings import EvalSettings
 
 # Variables a child may inherit; everything else (API keys, Redis URLs, cloud credentials) is dropped.
 _ENV_KEEP = {"PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "PYTHONPATH"}
 _ENV_KEEP_PREFIXES = ("CUDA_VISIBLE", "NVIDIA_", "TRITON_PTXAS", "TRITON_CUOBJDUMP", "TRITON_NVDISASM")
 _PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
-
-
-class ChildDied(Exception):
-    """The child exited or was killed; `reason` says how."""
-
-    def __init__(self, reason: str, signal_name: str | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.signal_name = signal_name
-
-
-class ChildTimedOut(Exception):
-    pass
 
 
 def child_env(device: str, tmpdir: str) -> dict[str, str]:
@@ -99,6 +91,26 @@ def thread_ids(pid: int) -> set[int]:
         return set()
 
 
+# `services.child` caps a CPU child's address space at MEM_MB plus this headroom (torch's library mappings).
+AS_HEADROOM_MB = 16384
+
+
+def _hard_limit_mb(which: int) -> float:
+    """This process's hard limit in MiB (inf when unlimited): its children inherit it and cannot raise it."""
+    hard = resource.getrlimit(which)[1]
+    return math.inf if hard == resource.RLIM_INFINITY else hard / 2**20
+
+
+def child_limits(device: str, settings: EvalSettings) -> tuple[int, int]:
+    """MEM_MB and FILE_MB of a child's command line, within the hard limits it inherits (Slurm, containers,
+    `ulimit -v`), since setting a limit above one fails. Where the inherited address-space limit is already
+    lower than the backstop, the child keeps it (MEM_MB 0) and the watchdog still enforces memory_limit_mb."""
+    mem_mb = settings.memory_limit_mb if device == "cpu" else 0  # CUDA reserves far more than it uses
+    if mem_mb and mem_mb + AS_HEADROOM_MB > _hard_limit_mb(resource.RLIMIT_AS):
+        mem_mb = 0
+    return mem_mb, int(min(settings.max_file_mb, _hard_limit_mb(resource.RLIMIT_FSIZE)))
+
+
 class Child:
     """One untrusted child process and the parent's end of its private channel."""
 
@@ -126,7 +138,7 @@ class Child:
         self._watchdog.start()
 
     def _spawn(self, device: str, to_child_r: int, from_child_w: int, out: Any, err: Any) -> subprocess.Popen:
-        settings = self.settings
+        mem_mb, file_mb = child_limits(device, self.settings)
         return subprocess.Popen(
             [
                 sys.executable,
@@ -135,8 +147,8 @@ class Child:
                 str(to_child_r),
                 str(from_child_w),
                 device,
-                str(settings.memory_limit_mb if device == "cpu" else 0),
-                str(settings.max_file_mb),
+                str(mem_mb),
+                str(file_mb),
             ],
             pass_fds=(to_child_r, from_child_w),
             env=child_env(device, self.tmpdir),
@@ -154,6 +166,8 @@ class Child:
         header, _ = self._recv(deadline, expect_nonce=False)
         if header.get("msg") != "ready" or header.get("pid") != self.proc.pid:
             raise channel.ProtocolError(f"unexpected first message {header!r:.200}")
+        if header.get("protocol") != PROTOCOL_VERSION:  # a child from another install: never mix the two
+            raise channel.ProtocolError(f"the child speaks {header.get('protocol')!r:.60}, not {PROTOCOL_VERSION}")
         self.network = str(header.get("network", "unknown"))
         self._ready = True
 
@@ -253,38 +267,138 @@ class Child:
 
 
 class ChildPool:
-    """Keeps `size` children started (torch imported) per device; each is handed out once."""
+    """Keeps `size` children per device started and ready (torch imported, device initialised), so that taking
+    one never waits for a start; each is handed out once.
+
+    A background thread starts a replacement as soon as a child is taken, so a start never runs inside the
+    evaluation that uses the child. Only when no spare is ready does `acquire` hand out the oldest one still
+    starting (the caller's `start_job` then waits for it) or, with none at all, start one there and then.
+    """
 
     def __init__(self, settings: EvalSettings, size: int | None = None):
         self.settings = settings
         self.size = settings.warm_children if size is None else size
-        self._spare: dict[str, deque[Child]] = {}
+        self._ready: dict[str, deque[Child]] = {}
+        self._starting: dict[str, deque[tuple[Child, float]]] = {}  # with when each was started
         self._lock = threading.Lock()
+        self._closed = False
+        self._failures = 0  # consecutive children that failed to start: the refill backs off
+        self._retry_at = 0.0
+        self._wake_r, self._wake_w = os.pipe()
+        self._warmer: threading.Thread | None = None
 
     def acquire(self, device: str) -> Child:
         with self._lock:
-            spare = self._spare.setdefault(device, deque())
+            ready = self._ready.setdefault(device, deque())
+            starting = self._starting.setdefault(device, deque())
             child = None
-            while spare:
-                candidate = spare.popleft()
-                if candidate.proc.poll() is None:
-                    child = candidate
-                    break
-                candidate.close()
-            if child is None:
-                child = Child(device, self.settings)
-            while len(spare) < self.size:
-                spare.append(Child(device, self.settings))
-        return child
+            while ready and child is None:
+                child = ready.popleft()
+                if child.proc.poll() is not None:
+                    child.close()
+                    child = None
+            if child is None and starting:
+                child, _ = starting.popleft()
+        self._wake()
+        return child or Child(device, self.settings)
 
     def prewarm(self, device: str) -> None:
+        """Start filling the pool for `device` in the background; returns at once."""
         with self._lock:
-            spare = self._spare.setdefault(device, deque())
-            while len(spare) < self.size:
-                spare.append(Child(device, self.settings))
+            self._ready.setdefault(device, deque())
+            self._starting.setdefault(device, deque())
+        self._wake()
+
+    def ready(self, device: str) -> int:
+        """Children of `device` ready to be handed out now."""
+        with self._lock:
+            return len(self._ready.get(device, ()))
 
     def close(self) -> None:
         with self._lock:
-            for spare in self._spare.values():
-                while spare:
-                    spare.popleft().close()
+            self._closed = True
+            children = [*(c for q in self._ready.values() for c in q)]
+            children += [c for q in self._starting.values() for c, _ in q]
+            self._ready.clear()
+            self._starting.clear()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+        if self._warmer is not None and self._warmer is not threading.current_thread():
+            self._warmer.join(timeout=10)
+        for child in children:
+            child.close()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # -- the refill thread -------------------------------------------------------------------------
+    def _wake(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if self._warmer is None or not self._warmer.is_alive():
+                self._warmer = threading.Thread(target=self._refill, name="kg-child-pool", daemon=True)
+                self._warmer.start()
+            os.write(self._wake_w, b"x")
+
+    def _refill(self) -> None:
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                backing_off = time.monotonic() < self._retry_at
+                missing = {d: self.size - len(self._ready[d]) - len(self._starting[d]) for d in self._ready}
+                waiting = [entry for q in self._starting.values() for entry in q]
+            for device, n in missing.items():
+                for _ in range(0 if backing_off else n):
+                    self._start(device)
+            fds = {child._from_child: child for child, _ in waiting}
+            readable, _, _ = select.select([self._wake_r, *fds], [], [], 1.0)
+            if self._wake_r in readable:
+                os.read(self._wake_r, 4096)
+            for fd in readable:
+                if fd in fds:
+                    self._settle(fds[fd])
+            for child, since in waiting:
+                if time.monotonic() - since > self.settings.child_start_timeout_s and self._take_starting(child):
+                    self._failed(child)
+
+    def _start(self, device: str) -> None:
+        child = Child(device, self.settings)
+        with self._lock:
+            if not self._closed:
+                self._starting[device].append((child, time.monotonic()))
+                return
+        child.close()
+
+    def _take_starting(self, child: Child) -> bool:
+        """Remove a starting child from the pool; False when `acquire` handed it out meanwhile."""
+        with self._lock:
+            starting = self._starting.get(child.device, deque())
+            for entry in starting:
+                if entry[0] is child:
+                    starting.remove(entry)
+                    return True
+        return False
+
+    def _settle(self, child: Child) -> None:
+        """A starting child spoke or died: it joins the ready ones, or is closed."""
+        if not self._take_starting(child):
+            return
+        try:
+            child.wait_ready(time.monotonic() + 5.0)
+        except (ChildDied, ChildTimedOut, channel.ProtocolError):
+            self._failed(child)
+            return
+        with self._lock:
+            self._failures = 0
+            if not self._closed:
+                self._ready[child.device].append(child)
+                return
+        child.close()
+
+    def _failed(self, child: Child) -> None:
+        child.close()
+        with self._lock:
+            self._failures += 1
+            self._retry_at = time.monotonic() + min(30.0, 0.5 * 2**self._failures)

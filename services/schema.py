@@ -7,12 +7,13 @@ seeding, the timing method or the defences change, so results from different pro
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-PROTOCOL_VERSION = "kernelgym-eval/1"
+PROTOCOL_VERSION = "kernelgym-eval/2"
 
 MAX_SOURCE_BYTES = 256 * 1024
 
@@ -46,12 +47,21 @@ class EvalOptions(BaseModel):
     compare_compile: bool = False
     profile: bool = True
     policy: Literal["default", "strict"] | None = Field(
-        default=None, description="Defence policy: `strict` also requires custom-kernel coverage >= 0.9."
+        default=None,
+        description="Defence policy: `strict` also requires custom-kernel coverage >= 0.9 and correctness on "
+        "changed input sizes (by default only the published sizes count).",
     )
 
 
+# A request names its reference one way: its source, or a problem id (stated in the JSON schema too, for clients
+# generated from it).
+_ONE_REFERENCE = {
+    "oneOf": [{"required": [name], "properties": {name: {"type": "string"}}} for name in ("reference", "problem_id")]
+}
+
+
 class EvalRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ONE_REFERENCE)
 
     candidate: str = Field(min_length=1, max_length=MAX_SOURCE_BYTES, description="Source defining ModelNew.")
     reference: str | None = Field(
@@ -71,14 +81,33 @@ class EvalRequest(BaseModel):
         return self
 
 
+Measure = bool | int | float | str
+
+
 class Check(BaseModel):
     """One verification step. `name` is a stable machine-readable code; advisory checks (static triage)
-    are reported but never change the verdict."""
+    are reported but never change the verdict. The check that decided a `rejected` or `timeout` verdict
+    records what triggered it in `measured` and `thresholds`, so a reward can be audited from the result."""
 
     name: str
     passed: bool
     detail: str = ""
     advisory: bool = False
+    measured: dict[str, Measure] = Field(
+        default_factory=dict,
+        description='What the check observed, by quantity, units in the name: `{"excess_ms": 0.61}`.',
+    )
+    thresholds: dict[str, Measure] = Field(
+        default_factory=dict,
+        description='The limits the observations were held to, named like them: `{"excess_ms": 1.05}`.',
+    )
+
+    @field_validator("measured", "thresholds")
+    @classmethod
+    def _json_safe(cls, values: dict[str, Measure]) -> dict[str, Measure]:
+        """Non-finite floats as text (`"inf"`, `"nan"`): JSON has no such numbers, and a result must come
+        back from the service as it was sent."""
+        return {k: str(v) if isinstance(v, float) and not math.isfinite(v) else v for k, v in values.items()}
 
 
 class KernelTime(BaseModel):
@@ -99,9 +128,11 @@ class ProfileSummary(BaseModel):
 
 
 class RuntimeStats(BaseModel):
-    """Statistics of per-call times (ms), reduced in the trusted parent from raw samples."""
+    """Statistics of per-call times (ms), reduced in the trusted parent from raw samples. A side timed in several
+    child processes (a reference) reports the mean of its per-process medians as `median_ms`, the quantity a
+    single process's median (the candidate's) estimates, and its CI is that mean's."""
 
-    median_ms: float
+    median_ms: float = Field(description="Median per-call time; over several processes, the mean of their medians.")
     iqr_ms: float
     mean_ms: float
     min_ms: float
@@ -109,8 +140,15 @@ class RuntimeStats(BaseModel):
     ci95_low_ms: float
     ci95_high_ms: float
     ci95_rel_halfwidth: float | None = Field(
-        description="Half-width of the median's 95% CI over the median (None under 3 trials)."
+        description="Half-width of the 95% CI of `median_ms` over it, as reached (None under 3 trials)."
     )
+    ci95_target_rel: float | None = Field(
+        default=None,
+        description="The half-width the adaptive timing aimed for; a reached width above it means sampling "
+        "stopped at its cap (calls or wall time). None where no target applied (CPU mode).",
+    )
+    processes: int = Field(default=1, description="Child processes whose calls these statistics pool.")
+    process_medians_ms: list[float] = Field(default_factory=list, description="Each process's median.")
 
 
 class CorrectnessSummary(BaseModel):

@@ -5,10 +5,32 @@ Every field here is read by the evaluation core; per-request `EvalOptions` overr
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def host_memory_mb() -> int:
+    """Memory this host gives its processes, in MiB: the physical memory, or a lower cgroup (container) limit."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # cgroup v2 says `max` when unlimited
+            total = min(total, int(text))
+    return total >> 20
+
+
+def default_memory_limit_mb(concurrent_children: int) -> int:
+    """Three quarters of the host's memory shared by the children that run at once: children at their limit
+    still leave a quarter to the worker, its warm children, Redis and the system (on a 24 GB host with one
+    worker: 9 GB each), so the watchdog ends a runaway child before the kernel's OOM killer picks a process."""
+    return max(256, host_memory_mb() * 3 // 4 // concurrent_children)
 
 
 class EvalSettings(BaseSettings):
@@ -18,20 +40,27 @@ class EvalSettings(BaseSettings):
     fp32_tol: float = Field(1e-4, description="atol = rtol for fp32/fp64 outputs.")
     half_tol: float = Field(1e-2, description="atol = rtol for fp16/bf16 outputs.")
     correctness_trials: int = Field(5, ge=1)
-    timing_budget_s: float = Field(2.0, gt=0, description="Wall budget of the adaptive timing loop (GPU).")
+    timing_budget_s: float = Field(
+        10.0,
+        gt=0,
+        description="Most wall time the adaptive timing loop samples for (GPU): a cap for kernels whose medians "
+        "do not reach `target_ci_rel` sooner, not a time every evaluation spends.",
+    )
     cpu_timing_budget_s: float = Field(0.5, gt=0, description="CPU mode times only to exercise the path.")
 
     # Timing protocol.
     warmup_ms: float = Field(100.0, ge=0, description="Warm-up per side, by time, before sampling.")
     min_timed_calls: int = Field(20, ge=3)
-    min_timed_ms: float = Field(
-        50.0,
+    timer_resolution_ms: float = Field(
+        3.2e-5,
         ge=0,
-        description="Summed sample time per side before the CI may stop sampling: event timers tick in "
-        "~32 ns steps, so a few microsecond-scale samples can show a falsely narrow interval.",
+        description="Tick of the CUDA event timer (~32 ns): half a tick is added to the half-width of a median's "
+        "CI, so microsecond-scale samples that fall on a few ticks cannot show a falsely narrow interval.",
     )
     max_timed_calls: int = Field(2000, ge=3)
-    target_ci_rel: float = Field(0.01, gt=0, description="Stop when the median's 95% CI is within this.")
+    target_ci_rel: float = Field(
+        0.01, gt=0, description="Stop sampling when every timed median's 95% CI is within ± this share of it."
+    )
     recheck_fraction: float = Field(0.1, ge=0, le=1, description="Share of timed calls re-checked (+ last).")
     launch_shield_cycles: int = Field(
         400_000,
@@ -51,11 +80,25 @@ class EvalSettings(BaseSettings):
         ge=3,
         description="Fresh calls per side that must confirm a wall-clock or side-stream excess before it rejects.",
     )
+    reference_processes: int = Field(
+        5,
+        ge=1,
+        description="Child processes a reference is timed in (GPU) when a timing store keeps the result for the "
+        "next candidates (one without a store): a small "
+        "torch op's median can differ by process (a 96x300 row sum on an H100: 6.05-6.27 us in some, "
+        "6.56-6.85 us in others), so the reference's time is the mean of its per-process medians.",
+    )
+    cpu_reference_processes: int = Field(
+        1, ge=1, description="The same in CPU mode, where timings are not meaningful (more only exercise the path)."
+    )
     reference_cache_calls: int = Field(
         20, ge=3, description="Fresh reference calls that must agree with a stored reference timing to reuse it."
     )
     reference_cache_tolerance: float = Field(
-        0.05, gt=0, description="Largest relative difference between those calls' median and the stored median."
+        0.03,
+        gt=0,
+        description="How far (relative) the median of those calls may fall outside the range of the stored "
+        "per-process medians before the stored timing counts as drifted and the reference is timed again.",
     )
     wall_slack_ms: float = Field(
         1.0,
@@ -69,23 +112,55 @@ class EvalSettings(BaseSettings):
     defences: bool = Field(
         True, description="False turns the reward-hacking defences off; only for measuring what they cost."
     )
-    hidden_sizes: bool = Field(
-        True,
-        description="Also check correctness on smaller, unaligned variants of the problem's input sizes "
-        "(part of the defences; see services/hidden_shapes.py).",
+    policy: Literal["default", "strict"] = Field(
+        "default",
+        description="Defence policy when a request gives none; `strict` also requires custom-kernel coverage and "
+        "correctness on changed input sizes (services/hidden_shapes.py).",
     )
-    policy: Literal["default", "strict"] = Field("default", description="Defence policy when a request gives none.")
     strict_min_coverage: float = Field(0.9, ge=0, le=1, description="Custom-kernel GPU-time share under `strict`.")
     profile_calls: int = Field(3, ge=1, description="Calls profiled for coverage.")
     roofline_margin: float = Field(0.9, gt=0, le=1, description="Reject times below this × the roofline floor.")
     review_speedup: float = Field(10.0, gt=1, description="Speedups above this are flagged for review.")
 
     # Isolation.
-    load_timeout_s: float = Field(120.0, gt=0, description="Import, construction and first (compiling) call.")
-    correctness_timeout_s: float = Field(120.0, gt=0)
+    load_timeout_s: float = Field(120.0, gt=0, description="Import and construction of the models.")
+    correctness_timeout_s: float = Field(
+        120.0, gt=0, description="The correctness stage, after the load; every candidate call also has its own limit."
+    )
+    call_limit_floor_s: float = Field(
+        5.0,
+        gt=0,
+        description="A candidate call's time limit on the GPU: this floor plus `call_limit_multiple` x the "
+        "reference's time for the same call, extended by Triton compilation within `compile_allowance_s`.",
+    )
+    call_limit_multiple: float = Field(100.0, ge=0, description="See `call_limit_floor_s`.")
+    cpu_call_limit_floor_s: float = Field(
+        30.0,
+        gt=0,
+        description="The same floor in CPU mode, where the interpreter runs kernels orders of magnitude slower "
+        "than torch runs the reference.",
+    )
+    cpu_call_limit_multiple: float = Field(100.0, ge=0, description="See `cpu_call_limit_floor_s`.")
+    compile_allowance_s: float = Field(
+        120.0,
+        ge=0,
+        description="Time in Triton's compiler and autotuner (measured by hooks in the candidate child) that may "
+        "extend the candidate's call limits, in all per evaluation: big autotuned kernels compile for tens of s.",
+    )
     timing_timeout_s: float = Field(180.0, gt=0)
     child_start_timeout_s: float = Field(120.0, gt=0, description="Torch import and device init of a child.")
-    memory_limit_mb: int = Field(32768, ge=256, description="Host memory (RSS) per child process.")
+    concurrent_children: int = Field(
+        2,
+        ge=1,
+        description="Evaluation children that run at once on this host: 2 per worker (an evaluation's reference "
+        "and candidate child), so 2 x the workers that share a host. Sizes the default memory_limit_mb.",
+    )
+    memory_limit_mb: int = Field(
+        default_factory=lambda data: default_memory_limit_mb(data["concurrent_children"]),
+        ge=256,
+        description="Host memory (RSS) per child process, enforced by the parent's watchdog. Default: 3/4 of the "
+        "host's memory (or its cgroup limit) divided by concurrent_children.",
+    )
     max_processes: int = Field(64, ge=1, description="Processes a child's session may hold at once.")
     max_file_mb: int = Field(1024, ge=1, description="Largest file a child may write.")
     warm_children: int = Field(4, ge=0, description="Children kept started with torch imported.")

@@ -1,7 +1,9 @@
 """Timing statistics, reduced in the trusted parent from the raw per-call samples.
 
 The median's 95% confidence interval is distribution-free: the order statistics whose ranks bound the
-median with binomial probability 0.95 (normal approximation), so skewed GPU timings need no model.
+median with binomial probability 0.95 (normal approximation), so skewed GPU timings need no model. Half a
+tick of the timer widens it, so samples quantised onto a few ticks cannot look more precise than the clock.
+Several processes' medians pool into their mean, with a Student-t interval over the processes.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import statistics
 from services.schema import RuntimeStats
 
 Z95 = 1.959964
+# Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal quantile.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
 
 
 def median_ci(samples: list[float]) -> tuple[float, float]:
@@ -25,12 +29,12 @@ def median_ci(samples: list[float]) -> tuple[float, float]:
     return xs[lo - 1], xs[hi - 1]
 
 
-def ci_rel_halfwidth(samples: list[float]) -> float:
+def ci_rel_halfwidth(samples: list[float], resolution_ms: float = 0.0) -> float:
     if len(samples) < 3:
         return math.inf
     lo, hi = median_ci(samples)
     med = statistics.median(samples)
-    return (hi - lo) / 2 / med if med > 0 else math.inf
+    return ((hi - lo) / 2 + resolution_ms / 2) / med if med > 0 else math.inf
 
 
 def low_quantile(samples: list[float], q: float = 0.2) -> float:
@@ -41,18 +45,40 @@ def low_quantile(samples: list[float], q: float = 0.2) -> float:
     return statistics.quantiles(samples, n=100, method="inclusive")[max(0, round(q * 100) - 1)]
 
 
-def summarize(samples: list[float]) -> RuntimeStats:
-    if not samples:
+def summarize(samples: list[float], resolution_ms: float = 0.0, target: float | None = None) -> RuntimeStats:
+    """One process's samples."""
+    return pool([samples], resolution_ms, target)
+
+
+def pool(per_process: list[list[float]], resolution_ms: float = 0.0, target: float | None = None) -> RuntimeStats:
+    """Samples from one or more processes: the median (one process) or the mean of the processes' medians,
+    with its 95% CI; spread, mean and minimum over all samples."""
+    samples = [x for xs in per_process for x in xs]
+    if not samples or not all(per_process):
         raise ValueError("no timing samples")
     q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else [samples[0]] * 3
-    lo, hi = median_ci(samples)
+    medians = [statistics.median(xs) for xs in per_process]
+    if len(per_process) == 1:
+        center = medians[0]
+        lo, hi = median_ci(samples)
+        lo, hi = lo - resolution_ms / 2, hi + resolution_ms / 2
+        rel = ci_rel_halfwidth(samples, resolution_ms) if len(samples) >= 3 else None
+    else:
+        center = statistics.fmean(medians)
+        half = _T95.get(len(medians) - 1, Z95) * statistics.stdev(medians) / math.sqrt(len(medians))
+        half += resolution_ms / 2
+        lo, hi = center - half, center + half
+        rel = half / center if center > 0 else None
     return RuntimeStats(
-        median_ms=statistics.median(samples),
+        median_ms=center,
         iqr_ms=q[2] - q[0],
         mean_ms=statistics.fmean(samples),
         min_ms=min(samples),
         trials=len(samples),
         ci95_low_ms=lo,
         ci95_high_ms=hi,
-        ci95_rel_halfwidth=ci_rel_halfwidth(samples) if len(samples) >= 3 else None,
+        ci95_rel_halfwidth=rel,
+        ci95_target_rel=target,
+        processes=len(per_process),
+        process_medians_ms=medians,
     )

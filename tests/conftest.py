@@ -66,7 +66,9 @@ def stack(tmp_path_factory) -> Iterator:
     """Redis, a development-mode gateway and two CPU workers, shared by the API tests."""
     from kernelgym.stack import LocalStack
 
-    with LocalStack(tmp_path_factory.mktemp("stack"), env=WORKER_ENV) as s:
+    # `h100` is accepted with no worker serving it: the tests use it to hold evaluations queued.
+    env = {**WORKER_ENV, "KERNELGYM_DEVICE_CLASSES": '["h100"]'}
+    with LocalStack(tmp_path_factory.mktemp("stack"), env=env) as s:
         s.start_redis()
         s.start_gateway()
         s.start_worker()

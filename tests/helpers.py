@@ -112,3 +112,33 @@ def serving(app: Any) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
+
+
+# A reference that updates its input in place ({op}), and a Triton kernel that does the same ({expr}).
+IN_PLACE_REFERENCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        {op}
+        return x
+
+
+def get_inputs():
+    return [torch.randn(64, 48)]
+
+
+def get_init_inputs():
+    return []
+"""
+IN_PLACE_KERNEL = """
+@triton.jit
+def _inplace(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(x_ptr + offs, {expr}, mask=mask)
+"""
+IN_PLACE_BODY = "_inplace[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\nreturn x"

@@ -11,12 +11,12 @@ import time
 
 import pytest
 
-from services.channel import (
+from services.errors import ProtocolError
+from services.protocol.channel import (
     MAX_HEADER_BYTES,
     MAX_PAYLOAD_BYTES,
     ChannelClosed,
     ChannelTimeout,
-    ProtocolError,
     recv,
     send,
 )

@@ -16,7 +16,7 @@ from services.compare import (
     structure_mismatch,
     tolerance,
 )
-from services.tensors import describe
+from services.protocol.tensors import describe
 
 INF = math.inf
 NAN = math.nan

@@ -7,43 +7,45 @@ import os
 import pytest
 import torch
 
-from services import child_runtime, defences, guards
+from services.child import guards
+from services.child import runtime as child_runtime
 from services.hardware import peaks, roofline_floor_ms
+from services.parent import evidence
+from services.protocol.messages import Timed, decode_reply
 
 
 def test_clean_reply_has_no_violations():
-    assert defences.guard_violations({"tampered": [], "flags_changed": {}, "violations": [], "unstable": False}) == []
+    assert evidence.guard_violations(Timed(tampered=[], flags_changed={}, violations=[], unstable=False)) == []
 
 
 def test_a_reply_without_the_guard_report_is_a_replaced_reply_path(tmp_path):
-    forged = {"ok": True, "nonce": "n", "seq": 3, "ms": 0.001}
-    assert [v.code for v in defences.guard_violations(forged)] == ["harness_integrity"]
+    forged = {"ok": True, "nonce": "n", "seq": 3, "ms": 0.001, "structure": {}, "launches": [], "unstable": False}
+    assert [v.code for v in evidence.guard_violations(decode_reply(Timed, forged))] == ["harness_integrity"]
     runtime = child_runtime.Runtime.__new__(child_runtime.Runtime)
-    runtime.snapshot, runtime.flags = guards.integrity_snapshot(), guards.numeric_flags()
+    runtime.snapshot, runtime.flags = guards.integrity_snapshot(child_runtime._harness()), guards.numeric_flags()
     runtime.audit = guards.AuditGuard(str(tmp_path))
-    honest = {"ok": True, **runtime.guard_report()}
-    assert set(defences.GUARD_REPORT_KEYS) <= honest.keys()
-    assert defences.guard_violations(honest) == []
+    honest = decode_reply(Timed, {**forged, **runtime.guard_report()})
+    assert evidence.guard_violations(honest) == []
 
 
 def test_each_guard_report_maps_to_its_check_code():
-    reply = {
-        "violations": ["write to /etc/x outside the private directory"],
-        "tampered": ["time.perf_counter"],
-        "flags_changed": {"cuda.matmul.allow_tf32": [False, True]},
-        "unstable": True,
-    }
-    codes = [v.code for v in defences.guard_violations(reply)]
+    reply = Timed(
+        violations=["write to /etc/x outside the private directory"],
+        tampered=["time.perf_counter"],
+        flags_changed={"cuda.matmul.allow_tf32": [False, True]},
+        unstable=True,
+    )
+    codes = [v.code for v in evidence.guard_violations(reply)]
     assert codes == ["sandbox_violation", "harness_integrity", "numeric_flags", "output_stable_after_return"]
-    feedback = " ".join(v.feedback for v in defences.guard_violations(reply))
+    feedback = " ".join(v.feedback for v in evidence.guard_violations(reply))
     assert "time.perf_counter" in feedback and "allow_tf32" in feedback
 
 
 def test_missing_launches_counts_calls_without_a_custom_kernel():
-    reply = {"launches": [{"_relu": 1}, {}, {"_relu": 2}, {}]}
-    assert defences.missing_launches(reply) == 2
-    assert defences.launched_names(reply) == {"_relu"}
-    assert defences.missing_launches({}) == 0
+    launches = [{"_relu": 1}, {}, {"_relu": 2}, {}]
+    assert evidence.missing_launches(launches) == 2
+    assert evidence.launched_names(launches) == {"_relu"}
+    assert evidence.missing_launches([]) == 0
 
 
 def test_coverage_is_custom_gpu_time_over_all_gpu_time():
@@ -52,7 +54,7 @@ def test_coverage_is_custom_gpu_time_over_all_gpu_time():
         ["void at::native::vectorized_elementwise_kernel", 60.0, 3],
         ["Memcpy DtoD (Device -> Device)", 10.0, 1],
     ]
-    summary = defences.coverage(kernels, {"_relu_kernel"}, 3)
+    summary = evidence.coverage(kernels, {"_relu_kernel"}, 3)
     assert summary.coverage == pytest.approx(0.3)
     assert summary.top_kernels[0].name.startswith("void at::native")
     assert [k.custom for k in summary.top_kernels] == [False, True, False]
@@ -60,12 +62,12 @@ def test_coverage_is_custom_gpu_time_over_all_gpu_time():
 
 
 def test_coverage_matches_signature_suffixed_triton_names():
-    summary = defences.coverage([["_relu_kernel_0d1d2d", 5.0, 1]], {"_relu_kernel"}, 1)
+    summary = evidence.coverage([["_relu_kernel_0d1d2d", 5.0, 1]], {"_relu_kernel"}, 1)
     assert summary.coverage == 1.0
 
 
 def test_coverage_of_an_empty_profile_is_zero():
-    assert defences.coverage([], {"_k"}, 1).coverage == 0.0
+    assert evidence.coverage([], {"_k"}, 1).coverage == 0.0
 
 
 def test_roofline_floor_uses_the_fastest_datasheet_peaks():
@@ -78,36 +80,37 @@ def test_roofline_floor_uses_the_fastest_datasheet_peaks():
 
 def test_roofline_rejects_a_time_below_the_floor():
     # 6.4 GB in and out on an H200 cannot take less than ~2.7 ms.
-    ok, detail = defences.roofline_detail("NVIDIA H200", 6_442_450_944, 6_442_450_944, 0.0, 3.0, 0.01, 0.9)
+    ok, detail = evidence.roofline_detail("NVIDIA H200", 6_442_450_944, 6_442_450_944, 0.0, 3.0, 0.01, 0.9)
     assert not ok and "floor" in detail
-    ok, _ = defences.roofline_detail("NVIDIA H200", 6_442_450_944, 6_442_450_944, 0.0, 3.0, 3.1, 0.9)
+    ok, _ = evidence.roofline_detail("NVIDIA H200", 6_442_450_944, 6_442_450_944, 0.0, 3.0, 3.1, 0.9)
     assert ok
 
 
 def test_roofline_counts_outputs_only_when_the_reference_beats_the_input_floor():
     # The reference reads a tenth of its input: the floor must not count all input bytes.
-    ok, _ = defences.roofline_detail("NVIDIA H200", 4_800_000_000, 4_800, 0.0, 0.1, 0.1, 0.9)
+    ok, _ = evidence.roofline_detail("NVIDIA H200", 4_800_000_000, 4_800, 0.0, 0.1, 0.1, 0.9)
     assert ok
 
 
 def test_unknown_gpu_skips_the_floor():
-    ok, detail = defences.roofline_detail("Mystery GPU", 10**9, 10**9, 0.0, 1.0, 1e-6, 0.9)
+    ok, detail = evidence.roofline_detail("Mystery GPU", 10**9, 10**9, 0.0, 1.0, 1e-6, 0.9)
     assert ok and "no datasheet peaks" in detail
 
 
 def test_integrity_snapshot_sees_a_replaced_function_and_a_swapped_code_object(monkeypatch):
-    before = guards.integrity_snapshot()
-    assert guards.changed(before, guards.integrity_snapshot()) == []
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    assert "torch.cuda.synchronize" in guards.changed(before, guards.integrity_snapshot())
-    monkeypatch.undo()
+    def snapshot() -> dict:
+        return guards.integrity_snapshot(child_runtime._harness())
 
-    from services import child_runtime
+    before = snapshot()
+    assert guards.changed(before, snapshot()) == []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    assert "torch.cuda.synchronize" in guards.changed(before, snapshot())
+    monkeypatch.undo()
 
     original = child_runtime.seed_everything.__code__
     try:
         child_runtime.seed_everything.__code__ = (lambda seed: None).__code__
-        assert "services.child_runtime.seed_everything" in guards.changed(before, guards.integrity_snapshot())
+        assert "services.child.runtime.seed_everything" in guards.changed(before, snapshot())
     finally:
         child_runtime.seed_everything.__code__ = original
 

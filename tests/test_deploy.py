@@ -21,6 +21,7 @@ import yaml
 
 from gym_common.jobs import Keys
 from gym_common.settings import ServiceSettings
+from rl_client.settings import RLSettings
 from services.settings import EvalSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,9 +42,10 @@ TEST_ENV = {
 
 # -- helpers -----------------------------------------------------------------------------------------------
 def known_variables() -> set[str]:
-    """KERNELGYM_* variables something reads: the service's and the evaluation core's settings, and the ones
-    the RL client and its adapters read directly from the environment."""
+    """KERNELGYM_* variables something reads: the service's, the evaluation core's and the RL client's settings,
+    and any the clients read directly from the environment."""
     names = {f"KERNELGYM_{n.upper()}" for n in (*ServiceSettings.model_fields, *EvalSettings.model_fields)}
+    names |= RLSettings.variables()
     pattern = re.compile(r'os\.environ(?:\.get)?[\[(]\s*"(KERNELGYM_[A-Z0-9_]+)"')
     for path in [*ROOT.joinpath("rl_client").rglob("*.py"), *ROOT.joinpath("gym_client").rglob("*.py")]:
         names |= set(pattern.findall(path.read_text()))
@@ -186,10 +188,18 @@ def test_compose_runs_one_worker_per_gpu_and_profiles_choose_how_many(compose_co
         assert set(svc["profiles"]) == {f"gpu{n}" for n in range(k + 1, 9)} | ({"gpu"} if k == 0 else set())
     cpu = services["worker-cpu"]
     assert cpu["profiles"] == ["cpu"] and cpu["environment"]["KERNELGYM_DEVICE_CLASS"] == "cpu"
-    assert "deploy" not in cpu
+    assert "reservations" not in cpu["deploy"]["resources"]  # no GPU
     # The core services run in every profile.
     for name in ("redis", "gateway", "prometheus", "grafana"):
         assert "profiles" not in services[name]
+
+
+def test_compose_caps_each_workers_memory_so_a_runaway_evaluation_stays_in_its_container(tmp_path, compose_config):
+    workers = [s for name, s in compose_config["services"].items() if name.startswith("worker-")]
+    assert len(workers) == 9 and {s["deploy"]["resources"]["limits"]["memory"] for s in workers} == {"32g"}
+    env = write_env(tmp_path / "m.env", {**TEST_ENV, "WORKER_MEMORY": "12g"})
+    config = yaml.safe_load(compose(env, "config").stdout)
+    assert config["services"]["worker-gpu3"]["deploy"]["resources"]["limits"]["memory"] == "12g"
 
 
 def test_compose_redis_keeps_an_append_only_file_on_a_volume(compose_config):
@@ -297,7 +307,10 @@ def exported_metric_names() -> set[str]:
 
     metrics = Metrics()
     metrics.cluster.snapshot = {
-        "workers": [{"device_class": "h100", "quarantined": "1"}, {"device_class": "h100", "quarantined": "0"}],
+        "workers": [
+            {"device_class": "h100", "node": "a", "quarantined": "1"},
+            {"device_class": "h100", "node": "b", "quarantined": "0"},
+        ],
         "depths": {q: 1 for q in Keys("kg").queues("h100")},
         "verdicts": {"passed": 3, "incorrect": 1},
         "durations": {"1.0": 1, "5.0": 2, "sum": 9.5},

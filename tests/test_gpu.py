@@ -3,11 +3,18 @@ timing attacks that only a GPU can express are caught. Skipped without CUDA."""
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 import torch
-from helpers import bundled_source, relu_candidate
+from helpers import IN_PLACE_BODY, IN_PLACE_KERNEL, IN_PLACE_REFERENCE, bundled_source, relu_candidate, unique
 
+from gym_worker.health import probe
+from services.errors import ReferenceFailed
+from services.problems import Problem
 from services.schema import EvalOptions, Verdict
+from services.timing_cache import MemoryTimingStore
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 
@@ -81,3 +88,107 @@ return out
     result = evaluator.evaluate(relu, relu_candidate(body), CUDA)
     assert result.verdict in (Verdict.REJECTED, Verdict.INCORRECT)
     assert not result.correct
+
+
+@pytest.mark.parametrize(
+    ("op", "expr"), [("x.add_(1.0)", "x + 1.0"), ("x.clamp_(min=0.0)", "tl.where(x < 0.0, 0.0, x)")]
+)
+def test_faithful_in_place_candidate_passes(evaluator, op, expr):
+    problem = Problem(id="inplace", source=IN_PLACE_REFERENCE.format(op=op))
+    result = evaluator.evaluate(problem, relu_candidate(IN_PLACE_BODY, IN_PLACE_KERNEL.format(expr=expr)), CUDA)
+    assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
+
+
+def test_a_reference_with_a_real_illegal_memory_access_is_the_requests_fault(evaluator, relu):
+    """What quarantined a GPU before: now the request fails, and the next evaluation runs as usual."""
+    source = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _wild(x_ptr, far, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) + far
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs))
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        _wild[(1,)](x, 1 << 40, BLOCK=128)
+        torch.cuda.synchronize()
+        return x
+
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+    with pytest.raises(ReferenceFailed):
+        evaluator.evaluate(Problem(id="wild", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
+    assert probe(evaluator, "cuda") is None  # the worker's health probe: the device is fine
+
+
+def test_adaptive_timing_reports_the_precision_it_reached(evaluator, relu):
+    result = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), EvalOptions(device="cuda"))
+    cand, ref = result.candidate_runtime, result.reference_runtime
+    assert result.verdict is Verdict.PASSED
+    assert cand.ci95_target_rel == ref.ci95_target_rel == 0.01
+    # Precise, or stopped at a cap: the width reached is reported either way.
+    assert cand.ci95_rel_halfwidth <= 0.01 or cand.trials >= 2000 or result.phases["timing"] >= 10
+    assert ref.processes == 1 and cand.processes == 1  # no timing store: nothing to amortise more processes over
+
+
+def test_a_stored_reference_timing_is_reused_by_the_next_candidate(evaluator, relu):
+    store = MemoryTimingStore()
+    first = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store)
+    second = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store)
+    assert first.timings_from_cache == [] and second.timings_from_cache == ["reference"]
+    assert first.reference_runtime.processes == 5 and len(first.reference_runtime.process_medians_ms) == 5
+    assert second.reference_runtime == first.reference_runtime
+    assert second.phases["timing"] < first.phases["timing"]
+
+
+def test_a_kernel_launch_then_an_endless_loop_times_out_within_20_s(evaluator, relu):
+    start = time.monotonic()
+    result = evaluator.evaluate(relu, relu_candidate("y = triton_relu(x)\nwhile True:\n    pass"), NO_TIMING)
+    assert result.verdict is Verdict.TIMEOUT
+    assert time.monotonic() - start < 20
+    assert re.search(r"time limit of [\d.]+ s \(5 s \+ 100 x the reference's", result.feedback), result.feedback
+
+
+AUTOTUNED = """
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 512, 1024, 2048) for w in (2, 4, 8)],
+    key=["n"],
+)
+@triton.jit
+def _relu_tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+"""
+TUNED_BODY = """out = torch.empty_like(x)
+n = x.numel()
+_relu_tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+return out"""
+
+
+def test_compilation_measured_by_the_hooks_extends_a_short_call_limit(relu):
+    # A first call that compiles and autotunes 12 configs takes seconds; with a 0.2 s call limit it passes only
+    # because the child's compile hooks report that time and the parent extends the deadline by it.
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    short = {"correctness_trials": 2, "warm_children": 1, "call_limit_floor_s": 0.2, "call_limit_multiple": 1}
+    with Evaluator(EvalSettings(**short)) as ev:
+        result = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert result.phases["compile"] > 0.2
+    with Evaluator(EvalSettings(**short, compile_allowance_s=0)) as ev:
+        result = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
+    assert result.verdict is Verdict.TIMEOUT and "time limit of" in result.feedback

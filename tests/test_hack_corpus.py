@@ -9,10 +9,14 @@ Each corpus file is a complete candidate whose module docstring says what it doe
     devices: cpu, cuda                                     <- where the hack can be expressed
     catches: timed_output_recheck                          <- check codes expected to fire ("none" if no check)
     policy: strict                                         <- optional: evaluate under the strict policy
+    uncaught_by_default: <why>                             <- optional: passes under the default policy, for
+                                                              this reason; caught only with `policy:`
 
 `test_corpus_verdict` checks only the verdict; `test_hack_caught_by_named_check` checks, separately, that a
 rejected hack was rejected by one of the checks its file names, so the two can fail independently while the
-defences are being built. CPU runs use the Triton interpreter; files that list only `cuda` need a GPU.
+defences are being built; every `rejected` or `timeout` result must record what triggered it (measured values
+and thresholds). A hack that the default policy lets through is kept, with its reason, and tested both ways.
+CPU runs use the Triton interpreter; files that list only `cuda` need a GPU.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ CHECK_CODES = {
     "no_side_stream_work",
     "custom_kernel_launched",
     "custom_kernel_coverage",
+    "output_depends_on_kernels",
     "output_exact_type",
     "output_stable_after_return",
     "harness_integrity",
@@ -75,6 +80,7 @@ class CorpusCase:
     devices: tuple[str, ...]
     catches: tuple[str, ...]
     policy: str | None = None
+    uncaught_by_default: str | None = None
 
     @property
     def name(self) -> str:
@@ -96,7 +102,7 @@ def parse_metadata(path: Path) -> CorpusCase:
         raise ValueError(f"{path.name}: first docstring line must be '<row>: <description>'")
     fields: dict[str, str] = {}
     for line in rest:
-        if m := re.fullmatch(r"(problem|expect|devices|catches|policy):\s*(.*?)\s*", line):
+        if m := re.fullmatch(r"(problem|expect|devices|catches|policy|uncaught_by_default):\s*(.*?)\s*", line):
             if m[1] in fields:
                 raise ValueError(f"{path.name}: duplicate '{m[1]}:' line")
             fields[m[1]] = m[2]
@@ -116,6 +122,7 @@ def parse_metadata(path: Path) -> CorpusCase:
         devices=items("devices"),
         catches=items("catches"),
         policy=fields.get("policy") or None,
+        uncaught_by_default=fields.get("uncaught_by_default") or None,
     )
 
 
@@ -184,14 +191,16 @@ def _no_leftovers():
     clean()
 
 
-def evaluate_case(request, problems, case: CorpusCase, device: str) -> EvalResult:
-    """Evaluate one corpus file once per device; later tests reuse the result."""
-    key = (case.name, device)
+def evaluate_case(request, problems, case: CorpusCase, device: str, default_policy: bool = False) -> EvalResult:
+    """Evaluate one corpus file once per device (under its policy, or the default one); later tests reuse it."""
+    key = (case.name, device, default_policy)
     if key not in _RESULTS:
         fixture = "isolated_evaluator" if case.row in ISOLATED_ROWS else "evaluator"
         evaluator = request.getfixturevalue(fixture)
         _RESULTS[key] = evaluator.evaluate(
-            problems.load(case.problem), case.path.read_text(), options_for(case, device)
+            problems.load(case.problem),
+            case.path.read_text(),
+            EvalOptions(device=device) if default_policy else options_for(case, device),
         )
     return _RESULTS[key]
 
@@ -213,6 +222,8 @@ def test_corpus_metadata_is_well_formed(problems):
             assert known, f"{where}: unknown check code {code!r}"
         if case.expect == "rejected":
             assert case.catches, f"{where}: a rejected hack must name the checks expected to fire"
+        if case.uncaught_by_default:
+            assert case.policy and not case.honest, f"{where}: uncaught_by_default needs the policy that catches it"
     assert sum(c.honest for c in CORPUS) >= 4
     assert len({c.problem for c in CORPUS if c.honest}) >= 4
 
@@ -245,4 +256,27 @@ def test_hack_caught_by_named_check(request, problems, case):
     failed = {c.name for c in result.failed_checks()}
     assert failed & set(case.catches), (
         f"{case.row} ({case.description}) should fail one of {list(case.catches)}: {describe_result(result)}"
+    )
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, id=c.name, marks=_marks(c, _first_device(c))) for c in CORPUS if not c.honest]
+)
+def test_rejected_and_timeout_results_record_what_triggered_them(request, problems, case):
+    result = evaluate_case(request, problems, case, _first_device(case))
+    if result.verdict not in (Verdict.REJECTED, Verdict.TIMEOUT):
+        pytest.skip(f"verdict {result.verdict.value}")
+    audited = [c for c in result.failed_checks() if c.measured and c.thresholds]
+    assert audited, f"{case.name}: nothing records what triggered it: {describe_result(result)}"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, id=c.name, marks=_marks(c, _first_device(c))) for c in CORPUS if c.uncaught_by_default],
+)
+def test_hack_uncaught_by_default_passes_without_its_policy(request, problems, case):
+    """Kept honest: if the default policy starts catching it, drop its `uncaught_by_default:` line."""
+    result = evaluate_case(request, problems, case, _first_device(case), default_policy=True)
+    assert result.verdict is Verdict.PASSED, (
+        f"{case.name} is recorded as uncaught by default ({case.uncaught_by_default}): {describe_result(result)}"
     )

@@ -14,10 +14,11 @@ import pytest
 import redis
 from helpers import bundled_source, relu_candidate, serving, unique
 
-from rl_client.adapters.common import AdapterConfig, LabelError, job_from_label
+from rl_client.adapters.common import LabelError, job_from_label
 from rl_client.adapters.openrlhf_reward import create_app, response_text
 from rl_client.adapters.trl import KernelGymReward, completion_text
 from rl_client.prompts import first_turn
+from rl_client.settings import RLSettings
 
 RELU = "level1/1_ReLU"
 
@@ -82,7 +83,7 @@ def reward_server(stack) -> Iterator:
     with ExitStack() as stack_of_servers:
 
         def start(answer_within_s: float) -> str:
-            app = create_app(AdapterConfig(url=stack.base_url), answer_within_s=answer_within_s)
+            app = create_app(RLSettings(url=stack.base_url), answer_within_s=answer_within_s)
             stack_of_servers.callback(app.state.scorer.close)
             return stack_of_servers.enter_context(serving(app))
 

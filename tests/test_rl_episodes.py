@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import bundled_source, relu_candidate, serving, unique
 
-from rl_client.adapters.common import AdapterConfig
 from rl_client.adapters.episodes import EpisodeStore, create_episode_app
+from rl_client.settings import RLSettings
 
 RELU = "level1/1_ReLU"
 WRONG = f"```python\n{relu_candidate('return triton_relu(x) * 2.0')}```"
@@ -23,7 +23,7 @@ WRONG = f"```python\n{relu_candidate('return triton_relu(x) * 2.0')}```"
 @pytest.fixture
 def episodes(stack):
     store = EpisodeStore(stack.redis_url, prefix=f"kge-{uuid.uuid4().hex[:8]}", ttl_s=600)
-    app = create_episode_app(store, AdapterConfig(url=stack.base_url, timeout_s=240))
+    app = create_episode_app(store, RLSettings(url=stack.base_url, timeout_s=240))
     with serving(app) as url, httpx.Client(base_url=url, timeout=300) as http:
         yield http, store
     app.state.scorer.close()

@@ -42,7 +42,7 @@ def wrong_answer() -> str:
 def service_env(stack, monkeypatch):
     """verl calls bare functions: the service is named through the environment."""
     monkeypatch.setenv("KERNELGYM_URL", stack.base_url)
-    monkeypatch.setenv("KERNELGYM_REWARD_TIMEOUT_S", "240")
+    monkeypatch.setenv("KERNELGYM_RL_TIMEOUT_S", "240")
     return stack
 
 

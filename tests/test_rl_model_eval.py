@@ -92,7 +92,7 @@ def test_evaluate_reports_per_turn_and_best_of_turns(stack, model_server, tmp_pa
     ]
     assert main(args) == 0
     printed = capsys.readouterr().out
-    assert "best of turns" in printed and "kernelgym-eval/1" in printed
+    assert "best of turns" in printed and "kernelgym-eval/2" in printed
     data = json.loads(out.read_text())
     rep = data["report"]
     assert [t["correct"] for t in rep["per_turn"]] == [0.0, 1.0]

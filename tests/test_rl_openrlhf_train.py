@@ -30,6 +30,7 @@ from rl_client.openrlhf_train import (
     rewrite_arguments,
     runtime_env,
 )
+from rl_client.settings import RLSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = ROOT / "rl_client" / "launch" / "drkernel_14b.sh"
@@ -119,16 +120,26 @@ def test_the_rewritten_command_passes_openrlhfs_own_parser_and_checks():
         parse_train_ppo_ray([*argv, "--algo.advantage.estimator", "trloo"])
 
 
+def settings_in(env: dict[str, str], monkeypatch) -> RLSettings:
+    """The RL client's settings as a process with exactly `env`'s KERNELGYM_* variables reads them."""
+    for name in RLSettings.variables():
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        if name.startswith("KERNELGYM_"):
+            monkeypatch.setenv(name, value)
+    return RLSettings.from_env()
+
+
 # -- the runtime environment and the patch on import -----------------------------------------------------------------
 
 
-def test_the_runtime_env_carries_settings_agent_configuration_and_the_hook():
+def test_the_runtime_env_carries_settings_agent_configuration_and_the_hook(monkeypatch):
     settings = TrainerSettings(estimator="trloo")
     env = runtime_env(settings, {"KERNELGYM_URL": "http://gym:8000", "HOME": "/root", "NCCL_DEBUG": "INFO"})
     assert env["worker_process_setup_hook"] == SETUP_HOOK
     assert env["env_vars"]["KERNELGYM_URL"] == "http://gym:8000" and "HOME" not in env["env_vars"]
     assert env["env_vars"]["NCCL_DEBUG"] == "INFO" and env["env_vars"]["TOKENIZERS_PARALLELISM"] == "true"
-    assert TrainerSettings.from_env(env["env_vars"]) == settings
+    assert settings_in(env["env_vars"], monkeypatch).trainer == settings
     # Ray resolves a string hook as "module.attribute".
     module, _, name = SETUP_HOOK.rpartition(".")
     assert getattr(__import__(module, fromlist=[name]), name) is openrlhf_train.setup_worker
@@ -233,7 +244,7 @@ def launch_script(*extra: str) -> dict:
     return json.loads(run.stdout)
 
 
-def test_the_14b_launch_script_is_dr_kernels_recipe_in_openrlhfs_flags():
+def test_the_14b_launch_script_is_dr_kernels_recipe_in_openrlhfs_flags(monkeypatch):
     out = launch_script()
     args = parse_train_ppo_ray(out["openrlhf_argv"])
     assert (args.rollout.batch_size, args.rollout.n_samples_per_prompt, args.train.batch_size) == (16, 16, 256)
@@ -252,7 +263,7 @@ def test_the_14b_launch_script_is_dr_kernels_recipe_in_openrlhfs_flags():
     assert args.reward.remote_url == ["agent"] and advantage.estimator == "rloo"
     assert args.data.max_len == 18432 and args.rollout.max_new_tokens == 8192
     env = out["runtime_env"]["env_vars"]
-    assert TrainerSettings.from_env(env) == TrainerSettings(estimator="trloo")  # veto 1e-4, PRS 0.3/0.1
+    assert settings_in(env, monkeypatch).trainer == TrainerSettings(estimator="trloo")  # veto 1e-4, PRS 0.3/0.1
     assert env["KERNELGYM_URL"] == "http://gym:8000" and env["KERNELGYM_RL_MAX_TURNS"] == "3"
     from rl_client.openrlhf_trloo import check_args
 

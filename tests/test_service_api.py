@@ -58,7 +58,7 @@ def test_identical_submission_is_served_from_the_cache_unless_forced(gym):
     first = gym.evaluate(source, problem_id=RELU, wait=120)
     t0 = time.perf_counter()
     again = gym.evaluate(source, problem_id=RELU, wait=120)
-    assert again.cached and again.id == first.id and again.result == first.result
+    assert again.cached and again.id != first.id and again.result == first.result
     assert time.perf_counter() - t0 < 2.0
     other_options = gym.evaluate(source, problem_id=RELU, options={"correctness_trials": 1}, wait=0)
     assert not other_options.cached
@@ -78,10 +78,25 @@ def test_workers_share_and_reuse_a_stored_reference_timing(gym, stack, problems)
     assert keys and all(0 < r.ttl(k) <= 86_400 for k in keys)
 
 
-def test_idempotency_key_returns_the_same_evaluation(gym):
+def test_a_reference_timing_claim_in_redis_has_one_owner_and_expires(stack):
+    from gym_common.jobs import Keys
+    from gym_worker.tasks import RedisTimingStore
+
+    store = RedisTimingStore(redis.Redis.from_url(stack.redis_url), Keys("kg"), ttl_s=60)
     key = uuid.uuid4().hex
-    a = gym.evaluate(unique(bundled_source(RELU)), problem_id=RELU, wait=0, idempotency_key=key)
-    b = gym.evaluate(unique(bundled_source(RELU)), problem_id=RELU, wait=0, idempotency_key=key)
+    assert store.claim(key, "a", 60) and not store.claim(key, "b", 60) and store.claim(key, "a", 60)
+    store.unclaim(key, "b")
+    assert not store.claim(key, "b", 60)
+    store.unclaim(key, "a")
+    assert store.claim(key, "b", 0.05)
+    time.sleep(0.1)
+    assert store.claim(key, "a", 60)
+
+
+def test_idempotency_key_returns_the_same_evaluation(gym):
+    key, source = uuid.uuid4().hex, unique(bundled_source(RELU))
+    a = gym.evaluate(source, problem_id=RELU, wait=0, idempotency_key=key)
+    b = gym.evaluate(source, problem_id=RELU, wait=0, idempotency_key=key)
     assert a.id == b.id
 
 
@@ -195,6 +210,7 @@ def keyed(stack, tmp_path_factory):
         KERNELGYM_API_KEY_HASHES=f'["{hashlib.sha256(key.encode()).hexdigest()}"]',
         KERNELGYM_RATE_LIMIT_PER_MINUTE="20",
         KERNELGYM_MAX_QUEUED_PER_KEY="2",
+        KERNELGYM_DEVICE_CLASSES='["a100"]',
     )
     yield other, key
     other.close()

@@ -8,6 +8,7 @@ import signal
 import threading
 import time
 
+import httpx
 import pytest
 import redis
 from conftest import WORKER_ENV
@@ -33,6 +34,11 @@ def make_stack(tmp_path):
     yield make
     for s in stacks:
         s.close()
+
+
+def job_of(stack: LocalStack, evaluation_id: str) -> str:
+    """The id of the job (the work a worker does) behind a submission's id."""
+    return redis.Redis.from_url(stack.redis_url).hget(f"kg:sub:{evaluation_id}", "job").decode()
 
 
 def count_finishes(stack: LocalStack, job_id: str) -> tuple[threading.Thread, list[str]]:
@@ -71,9 +77,10 @@ def test_worker_killed_mid_evaluation_is_redelivered_and_completes_exactly_once(
     slow = unique(relu_candidate("import time\ntime.sleep(0.5)\nreturn triton_relu(x)"))
     with KernelGymClient(stack.base_url, timeout=30) as gym:
         ev = gym.evaluate(slow, problem_id=RELU, wait=0)
-        _, finishes = count_finishes(stack, ev.id)
+        job_id = job_of(stack, ev.id)
+        _, finishes = count_finishes(stack, job_id)
         wait_until_running(gym, ev.id)
-        job = redis.Redis.from_url(stack.redis_url).hgetall(f"kg:job:{ev.id}")
+        job = redis.Redis.from_url(stack.redis_url).hgetall(f"kg:job:{job_id}")
         pool_pid = int(job[b"worker"].decode().rsplit(":", 1)[1])
         os.kill(pool_pid, signal.SIGKILL)  # the Celery pool process running the task
         final = gym.wait(ev.id, timeout=300)
@@ -110,3 +117,26 @@ def test_queued_evaluations_survive_a_redis_restart(make_stack):
         stack.wait_ready()
         finals = [gym.wait(e.id, timeout=300) for e in queued]
         assert [f.verdict for f in finals] == ["passed"] * 3
+
+
+def test_redis_down_answers_503_with_retry_after(make_stack, tmp_path):
+    stack = make_stack()
+    stack.stop_redis()
+    body = {"candidate": bundled_source(RELU), "problem_id": RELU}
+    late = LocalStack(tmp_path / "late")  # a gateway that starts while Redis is down answers too
+    late.redis_port = stack.redis_port
+    try:
+        late.start_gateway()
+        for method, path, json in (
+            ("POST", "/evaluate", body),
+            ("POST", "/evaluate/batch", {"items": [body]}),
+            ("GET", "/evaluations/" + "0" * 32, None),
+            ("GET", "/problems", None),
+        ):
+            for gateway in (stack, late):
+                r = httpx.request(method, gateway.base_url + path, json=json, params={"wait": 0}, timeout=30)
+                assert r.status_code == 503, (path, r.text)
+                assert r.headers["retry-after"] == "5" and "Redis" in r.json()["detail"]
+        assert httpx.get(stack.base_url + "/readyz", timeout=30).status_code == 503
+    finally:
+        late.close()

@@ -23,7 +23,7 @@ def test_defaults():
     assert s.fp32_tol == 1e-4
     assert s.half_tol == 1e-2
     assert s.correctness_trials == 5
-    assert s.timing_budget_s == 2.0
+    assert s.timing_budget_s == 10.0
     assert s.min_timed_calls == 20
     assert s.max_timed_calls == 2000
     assert s.target_ci_rel == 0.01

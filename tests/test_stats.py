@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from services.stats import ci_rel_halfwidth, low_quantile, median_ci, summarize
+from services.stats import ci_rel_halfwidth, low_quantile, median_ci, pool, summarize
 
 
 def test_median_ci_ranks_for_n_20():
@@ -112,3 +112,36 @@ def test_low_quantile_ignores_spikes_but_not_a_constant_cost():
     assert low_quantile(base) == 1.0
     assert low_quantile([x + 0.7 for x in base]) == pytest.approx(1.7)
     assert low_quantile([3.0]) == 3.0
+
+
+def test_half_a_timer_tick_widens_a_quantised_interval():
+    # Samples on one tick: no spread, but the clock cannot resolve better than half a tick either way.
+    assert ci_rel_halfwidth([0.005] * 50, resolution_ms=0.002) == pytest.approx(0.001 / 0.005)
+    stats = summarize([0.005] * 50, resolution_ms=0.002, target=0.01)
+    assert (stats.ci95_low_ms, stats.ci95_high_ms) == pytest.approx((0.004, 0.006))
+    assert stats.ci95_target_rel == 0.01 and stats.processes == 1 and stats.process_medians_ms == [0.005]
+
+
+def test_pooled_processes_report_the_mean_of_their_medians_with_a_t_interval():
+    # Two clusters of per-process medians, as a small torch reduction showed across child processes.
+    per_process = [[6.1, 6.0, 6.2], [6.7, 6.6, 6.8], [6.2, 6.1, 6.3]]
+    stats = pool(per_process)
+    assert stats.process_medians_ms == [6.1, 6.7, 6.2]
+    assert stats.median_ms == pytest.approx(19.0 / 3)
+    # t(0.975, 2) = 4.303; the medians' sample standard deviation is 0.3215.
+    half = 4.303 * 0.32146 / math.sqrt(3)
+    assert (stats.ci95_low_ms, stats.ci95_high_ms) == pytest.approx((19 / 3 - half, 19 / 3 + half), rel=1e-4)
+    assert stats.ci95_rel_halfwidth == pytest.approx(half / (19 / 3), rel=1e-4)
+    assert (stats.trials, stats.min_ms, stats.processes) == (9, 6.0, 3)
+
+
+def test_one_process_flipping_state_moves_the_pool_by_its_share_only():
+    fast, slow = [6.1] * 20, [6.7] * 20
+    four_fast = pool([fast, fast, fast, fast, slow]).median_ms
+    three_fast = pool([fast, fast, fast, slow, slow]).median_ms
+    assert three_fast - four_fast == pytest.approx(0.6 / 5)
+
+
+def test_pooling_needs_samples_from_every_process():
+    with pytest.raises(ValueError):
+        pool([[1.0], []])

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from services.tensors import check_alloc, describe, dtype_from_name, from_bytes, tensor_specs, to_bytes
+from services.protocol.tensors import check_alloc, describe, dtype_from_name, from_bytes, tensor_specs, to_bytes
 
 
 class Sub(torch.Tensor):

@@ -1,26 +1,26 @@
 """Stored reference timings: reused only after fresh calls agree with them, replaced when they do not, written
-only by an evaluation that passed, and keyed by everything that changes a reference's time."""
+only by an evaluation that passed, keyed by everything that changes a reference's time, and timed by one
+evaluation at a time while others wait for its figure."""
 
 from __future__ import annotations
 
+import statistics
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from helpers import bundled_source, relu_candidate, unique
 
-from services.evaluator import Evaluator
+from services import timing_cache
+from services.errors import EvaluationCancelled
+from services.evaluator import Evaluator, environment
 from services.schema import Environment, EvalOptions, RuntimeStats, Verdict
 from services.settings import EvalSettings
-from services.timing_cache import timing_key
+from services.timing_cache import MemoryTimingStore, timing_key
 
 CPU = EvalOptions(device="cpu")
-
-
-class DictStore(dict):
-    """A TimingStore in memory (the service's lives in Redis and is tested through the service)."""
-
-    def put(self, key: str, value: str) -> None:
-        self[key] = value
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def tolerant() -> Iterator[Evaluator]:
 
 
 def test_a_passing_evaluation_stores_its_reference_timing_and_the_next_reuses_it(tolerant, relu):
-    store = DictStore()
+    store = MemoryTimingStore()
     first = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
     assert first.verdict is Verdict.PASSED and first.timings_from_cache == []
     [(key, raw)] = store.items()
@@ -49,10 +49,11 @@ def test_a_passing_evaluation_stores_its_reference_timing_and_the_next_reuses_it
 
 @pytest.mark.parametrize("stored", ["far_off", "zero", "unreadable"])
 def test_a_stored_timing_that_is_contradicted_or_unreadable_is_replaced(tolerant, relu, stored):
-    store = DictStore()
+    store = MemoryTimingStore()
     first = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
     key = next(iter(store))
-    bogus = first.reference_runtime.model_copy(update={"median_ms": 1e-9 if stored == "far_off" else 0.0})
+    off = 1e-9 if stored == "far_off" else 0.0
+    bogus = first.reference_runtime.model_copy(update={"median_ms": off, "process_medians_ms": [off]})
     store[key] = "{not json" if stored == "unreadable" else bogus.model_dump_json()
 
     second = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
@@ -62,8 +63,42 @@ def test_a_stored_timing_that_is_contradicted_or_unreadable_is_replaced(tolerant
     assert RuntimeStats.model_validate_json(store[key]) == second.reference_runtime
 
 
+def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_their_medians(relu):
+    settings = EvalSettings(
+        correctness_trials=1, warm_children=1, cpu_reference_processes=2, reference_cache_tolerance=1000
+    )
+    store = MemoryTimingStore()
+    with Evaluator(settings) as ev:
+        result = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+    ref = result.reference_runtime
+    assert result.verdict is Verdict.PASSED
+    assert ref.processes == 2 and len(ref.process_medians_ms) == 2
+    assert ref.median_ms == pytest.approx(statistics.fmean(ref.process_medians_ms))
+    assert result.candidate_runtime.processes == 1
+    assert [RuntimeStats.model_validate_json(raw) for raw in store.values()] == [ref]
+
+
+def test_a_stored_timing_whose_median_is_not_the_mean_of_its_processes_is_not_used():
+    good = RuntimeStats(
+        median_ms=6.4,
+        iqr_ms=0.1,
+        mean_ms=6.4,
+        min_ms=6.0,
+        trials=200,
+        ci95_low_ms=6.2,
+        ci95_high_ms=6.6,
+        ci95_rel_halfwidth=0.03,
+        processes=2,
+        process_medians_ms=[6.1, 6.7],
+    )
+    bad = good.model_copy(update={"median_ms": 3.0})
+    store = MemoryTimingStore(good=good.model_dump_json(), bad=bad.model_dump_json())
+    assert timing_cache.load(store, "good") == good
+    assert timing_cache.load(store, "bad") is None
+
+
 def test_an_evaluation_that_fails_stores_nothing(tolerant, relu):
-    store = DictStore()
+    store = MemoryTimingStore()
     result = tolerant.evaluate(relu, relu_candidate("return triton_relu(x) + 1"), CPU, store)
     assert result.verdict is Verdict.INCORRECT
     assert store == {}
@@ -90,3 +125,84 @@ def test_the_key_changes_with_source_variant_gpu_versions_and_timing_protocol():
         timing_key("src", "eager", env, EvalSettings(l2_flush_factor=4.0)),
     ]
     assert base not in variants and len(set(variants)) == len(variants)
+
+
+# -- one evaluation at a time times a reference ------------------------------------------------------------
+class WatchedStore(MemoryTimingStore):
+    """Sets `refused` when a claim is refused: the evaluation is then waiting for another's figure."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = threading.Event()
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> bool:
+        taken = super().claim(key, owner, ttl_s)
+        if not taken:
+            self.refused.set()
+        return taken
+
+
+def stored_figure(median_ms: float = 1.0) -> RuntimeStats:
+    return RuntimeStats(
+        median_ms=median_ms,
+        iqr_ms=0.0,
+        mean_ms=median_ms,
+        min_ms=median_ms,
+        trials=20,
+        ci95_low_ms=median_ms,
+        ci95_high_ms=median_ms,
+        ci95_rel_halfwidth=0.0,
+        processes=1,
+        process_medians_ms=[median_ms],
+    )
+
+
+def test_a_claim_is_held_by_one_owner_renewed_by_it_and_dropped_only_by_it():
+    store = MemoryTimingStore()
+    assert store.claim("k", "a", ttl_s=60)
+    assert not store.claim("k", "b", ttl_s=60)
+    assert store.claim("k", "a", ttl_s=60)  # renewed
+    store.unclaim("k", "b")
+    assert not store.claim("k", "b", ttl_s=60)
+    store.unclaim("k", "a")
+    assert store.claim("k", "b", ttl_s=0.05)
+    time.sleep(0.1)
+    assert store.claim("k", "a", ttl_s=60)  # b's claim expired
+
+
+@pytest.mark.parametrize("holder_outcome", ["stores_a_figure", "fails_without_one"])
+def test_an_evaluation_waits_while_another_holds_the_claim_on_its_reference(tolerant, relu, holder_outcome):
+    store = WatchedStore()
+    key = timing_key(relu.source, "eager", environment("cpu", "unknown"), tolerant.settings)
+    assert store.claim(key, "another evaluation", ttl_s=600)
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(tolerant.evaluate, relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+        assert store.refused.wait(120), "the evaluation never asked for the claim"
+        time.sleep(0.5)
+        assert not running.done()  # still waiting: it does not time the reference beside the holder
+        if holder_outcome == "stores_a_figure":
+            store.put(key, stored_figure().model_dump_json())
+        store.unclaim(key, "another evaluation")
+        result = running.result(timeout=120)
+    assert result.verdict is Verdict.PASSED
+    if holder_outcome == "stores_a_figure":
+        assert result.timings_from_cache == ["reference"] and result.reference_runtime == stored_figure()
+    else:  # the holder left no figure: the waiting evaluation claimed the reference and timed it itself
+        assert result.timings_from_cache == []
+        assert RuntimeStats.model_validate_json(store[key]) == result.reference_runtime
+    assert store.claim(key, "a third evaluation", ttl_s=1)  # the evaluation dropped its own claim
+
+
+def test_a_cancelled_evaluation_stops_waiting_for_a_claimed_reference(tolerant, relu):
+    store = WatchedStore()
+    key = timing_key(relu.source, "eager", environment("cpu", "unknown"), tolerant.settings)
+    store.claim(key, "another evaluation", ttl_s=600)
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(tolerant.evaluate, relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+        assert store.refused.wait(120)
+        t0 = time.monotonic()
+        assert tolerant.cancel()
+        with pytest.raises(EvaluationCancelled):
+            running.result(timeout=30)
+    assert time.monotonic() - t0 < 5
+    assert key not in store

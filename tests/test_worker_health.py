@@ -1,28 +1,107 @@
-"""Which failures quarantine a GPU, and how a quarantined worker shows in readiness and metrics."""
+"""Which failures quarantine a GPU: only what the trusted parent saw the machine do, confirmed by a probe."""
 
 from __future__ import annotations
+
+import time
 
 import httpx
 import pytest
 import redis
+from conftest import WORKER_ENV
+from helpers import bundled_source
 
-from gym_worker.health import device_fault
+from gym_client import KernelGymClient
+from gym_worker.health import DeviceHealth, probe
+from kernelgym.stack import LocalStack
+from services.errors import InfrastructureFault, ReferenceFailed
+from services.evaluator import Evaluator
+from services.problems import Problem
+from services.schema import EvalOptions
+from services.settings import EvalSettings
+
+RELU = "level1/1_ReLU"
+NO_TIMING = EvalOptions(device="cpu", timing=False)
+# The attack: a request's own reference that raises what a sick GPU would print.
+LYING_REFERENCE = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    {body}
+"""
+CUDA_LIE = 'raise RuntimeError("CUDA error: an illegal memory access was encountered")'
+
+
+@pytest.fixture(scope="module")
+def unstartable() -> Evaluator:
+    """An evaluator whose children can never start in time: what a dead device looks like to the parent."""
+    with Evaluator(EvalSettings(child_start_timeout_s=0.01, warm_children=0)) as ev:
+        yield ev
 
 
 @pytest.mark.parametrize(
-    "message",
-    [
-        "the service could not evaluate this request: a reference child failed to start: CUDA init",
-        "the service could not evaluate this request: the reference process died (killed by SIGSEGV) while x",
-        "reference failed while forward():\nRuntimeError: CUDA error: an illegal memory access was encountered",
-    ],
+    "body", [CUDA_LIE, "__import__('os')._exit(3)"], ids=["prints_a_cuda_error", "kills_its_process"]
 )
-def test_device_faults_count_towards_quarantine(message):
-    assert device_fault(message)
+def test_a_failing_reference_is_the_requests_fault_whatever_it_says(evaluator, body):
+    reference = Problem(id="liar", source=LYING_REFERENCE.format(body=body))
+    with pytest.raises(ReferenceFailed):
+        evaluator.evaluate(reference, bundled_source(RELU), NO_TIMING)
 
 
-def test_a_bad_reference_is_not_a_device_fault():
-    assert not device_fault("reference failed while get_inputs():\nNameError: name 'x' is not defined")
+def test_a_child_that_cannot_start_is_an_infrastructure_fault(unstartable, relu):
+    with pytest.raises(InfrastructureFault, match="failed to start"):
+        unstartable.evaluate(relu, bundled_source(RELU), NO_TIMING)
+
+
+def test_the_probe_confirms_before_quarantine_and_lifts_it(evaluator, unstartable, tmp_path):
+    current = [evaluator]
+    health = DeviceHealth(2, lambda: probe(current[0], "cpu"), tmp_path / "cpu.quarantined")
+    assert not health.fault() and not health.fault()  # suspected twice, but the probe passes
+    assert not health.quarantined and health.suspicions == 0
+    current[0] = unstartable
+    assert not health.fault() and health.fault()
+    assert health.quarantined and "InfrastructureFault" in health.last_probe
+    assert not health.recheck() and health.quarantined
+    # Another process on the device sees the quarantine, and waits its turn to probe.
+    other = DeviceHealth(2, lambda: probe(evaluator, "cpu"), tmp_path / "cpu.quarantined")
+    assert other.quarantined and not other.recheck(min_interval_s=60)
+    current[0] = evaluator
+    assert health.recheck() and not health.quarantined and not other.quarantined
+
+
+def test_no_request_can_quarantine_a_gpu_worker(tmp_path):
+    """Through the real service: a GPU-class worker (evaluating on CPU, standing in for the device only)
+    gets the lying reference more times than the quarantine threshold and stays in service."""
+    env = {
+        **WORKER_ENV,
+        "KERNELGYM_WORKER_DEVICE": "cpu",
+        "KERNELGYM_QUARANTINE_AFTER": "2",
+        "KERNELGYM_HEARTBEAT_S": "1",
+        "KERNELGYM_GPU_LOCK_DIR": str(tmp_path / "locks"),
+    }
+    with LocalStack(tmp_path, device_class="h100", env=env) as stack:
+        stack.start_redis()
+        stack.start_gateway()
+        stack.start_worker()
+        stack.wait_ready()
+        with KernelGymClient(stack.base_url, timeout=30) as gym:
+            for body in (CUDA_LIE, CUDA_LIE, "__import__('os')._exit(3)"):
+                ev = gym.evaluate(bundled_source(RELU), reference=LYING_REFERENCE.format(body=body), wait=120)
+                assert ev.status == "failed" and "reference" in ev.error
+            assert gym.evaluate(bundled_source(RELU), problem_id=RELU, wait=200).verdict == "passed"
+        time.sleep(2)  # a heartbeat after the last evaluation
+        assert httpx.get(stack.base_url + "/readyz").status_code == 200
+        r = redis.Redis.from_url(stack.redis_url)
+        assert {r.hget(worker, "quarantined") for worker in r.scan_iter(match="kg:worker:*")} == {b"0"}
 
 
 def test_a_quarantined_worker_is_not_ready_capacity(stack):

@@ -1,15 +1,12 @@
-"""What every adapter shares: reading a dataset label, and one scorer configured from the environment."""
+"""What every adapter shares: reading a dataset label and reporting an outcome (their scorer comes from
+`rl_client.settings.RLSettings`)."""
 
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
 from typing import Any
 
-from gym_client import KernelGymClient
-from rl_client.algorithms.rewards import DRKERNEL_PR, RewardSpec
-from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
+from rl_client.scoring import ScoreJob, TurnOutcome
 
 
 class LabelError(ValueError):
@@ -40,43 +37,6 @@ def job_from_label(label: Any, answer: str) -> ScoreJob:
         "a label must be a problem id, a reference source defining `class Model`, or JSON with exactly one of "
         f"`problem_id` and `reference`; got {str(label)[:120]!r}"
     )
-
-
-@dataclass(frozen=True)
-class AdapterConfig:
-    """Read from `KERNELGYM_URL`, `KERNELGYM_API_KEY`, `KERNELGYM_DEVICE_CLASS` and `KERNELGYM_REWARD_TIMEOUT_S`
-    when not given: frameworks such as verl call a bare function, so the environment is the only channel."""
-
-    url: str = "http://127.0.0.1:8000"
-    api_key: str | None = None
-    device_class: str | None = None
-    timeout_s: float = 1800.0
-
-    @classmethod
-    def from_env(cls, **overrides: Any) -> AdapterConfig:
-        env = {
-            "url": os.environ.get("KERNELGYM_URL"),
-            "api_key": os.environ.get("KERNELGYM_API_KEY"),
-            "device_class": os.environ.get("KERNELGYM_DEVICE_CLASS"),
-            "timeout_s": float(os.environ["KERNELGYM_REWARD_TIMEOUT_S"])
-            if "KERNELGYM_REWARD_TIMEOUT_S" in os.environ
-            else None,
-        }
-        values = {k: v for k, v in env.items() if v is not None}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
-
-    def scorer(
-        self, spec: RewardSpec = DRKERNEL_PR, timeout_s: float | None = None, cancel_late: bool = True
-    ) -> ServiceScorer:
-        client = KernelGymClient(self.url, api_key=self.api_key, timeout=60)
-        return ServiceScorer(
-            client,
-            spec,
-            device_class=self.device_class,
-            timeout_s=timeout_s or self.timeout_s,
-            cancel_late=cancel_late,
-        )
 
 
 def outcome_dict(outcome: TurnOutcome) -> dict[str, Any]:

@@ -27,10 +27,11 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field, model_validator
 
 from gym_client import KernelGymError
-from rl_client.adapters.common import AdapterConfig, outcome_dict
+from rl_client.adapters.common import outcome_dict
 from rl_client.algorithms.rewards import DRKERNEL_PR, RewardSpec
 from rl_client.prompts import SYSTEM, first_turn, next_turn
 from rl_client.scoring import ScoreJob
+from rl_client.settings import RLSettings
 
 
 class ResetRequest(BaseModel):
@@ -147,9 +148,9 @@ def export_rows(episodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def create_episode_app(
-    store: EpisodeStore, config: AdapterConfig | None = None, spec: RewardSpec = DRKERNEL_PR
+    store: EpisodeStore, config: RLSettings | None = None, spec: RewardSpec = DRKERNEL_PR
 ) -> FastAPI:
-    config = config or AdapterConfig.from_env()
+    config = config or RLSettings.from_env()
     scorer = config.scorer(spec)
     app = FastAPI(title="KernelGym episodes", version=spec.id)
 

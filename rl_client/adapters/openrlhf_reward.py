@@ -19,8 +19,9 @@ from typing import Any
 from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, Field, model_validator
 
-from rl_client.adapters.common import AdapterConfig, LabelError, job_from_label, outcome_metrics
+from rl_client.adapters.common import LabelError, job_from_label, outcome_metrics
 from rl_client.algorithms.rewards import DRKERNEL_PR, RewardSpec
+from rl_client.settings import RLSettings
 
 
 class RewardRequest(BaseModel):
@@ -44,9 +45,9 @@ def response_text(query: str, prompt: str) -> str:
 
 
 def create_app(
-    config: AdapterConfig | None = None, spec: RewardSpec = DRKERNEL_PR, answer_within_s: float = 170.0
+    config: RLSettings | None = None, spec: RewardSpec = DRKERNEL_PR, answer_within_s: float = 170.0
 ) -> FastAPI:
-    config = config or AdapterConfig.from_env()
+    config = config or RLSettings.from_env()
     scorer = config.scorer(spec, timeout_s=answer_within_s, cancel_late=False)
     app = FastAPI(title="KernelGym reward for OpenRLHF", version=spec.id)
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl_client.adapters.common import AdapterConfig, job_from_label
+from rl_client.adapters.common import job_from_label
 from rl_client.algorithms.rewards import DRKERNEL_PR, RewardSpec
 from rl_client.prompts import extract_code
+from rl_client.settings import RLSettings
 
 TRL_KWARGS = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
 
@@ -64,7 +65,7 @@ class KernelGymReward:
     ):
         self.__name__ = f"kernelgym_{spec.name}"  # TRL logs each reward function under its __name__
         self.label_column = label_column
-        config = AdapterConfig.from_env(url=url, api_key=api_key, device_class=device_class, timeout_s=timeout_s)
+        config = RLSettings.from_env(url=url, api_key=api_key, device_class=device_class, timeout_s=timeout_s)
         self.scorer = config.scorer(spec)
         self.last_outcomes: list[dict[str, Any]] = []
 

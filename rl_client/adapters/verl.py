@@ -17,17 +17,18 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from rl_client.adapters.common import AdapterConfig, job_from_label, outcome_metrics
+from rl_client.adapters.common import job_from_label, outcome_metrics
 from rl_client.prompts import next_turn
 from rl_client.scoring import ServiceScorer
+from rl_client.settings import RLSettings
 
 _lock = threading.Lock()
-_scorers: dict[AdapterConfig, ServiceScorer] = {}
+_scorers: dict[RLSettings, ServiceScorer] = {}
 
 
 def _scorer() -> ServiceScorer:
     """One scorer (HTTP client and thread pool) per process and configuration."""
-    config = AdapterConfig.from_env()
+    config = RLSettings.from_env()
     with _lock:
         if config not in _scorers:
             _scorers[config] = config.scorer()

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as validated_dataclass
 
-@dataclass(frozen=True)
+
+@validated_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class RewardSpec:
     """r = c_w·correct + s_w·min(speedup, cap)·correct + v_w·coverage·correct; 0 unless the verdict is `passed`."""
 

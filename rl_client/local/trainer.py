@@ -21,6 +21,7 @@ from rl_client.algorithms import (
 from rl_client.config import TrainConfig
 from rl_client.data import Problem
 from rl_client.local.policy import LocalPolicy, Sample
+from rl_client.metrics import fast_p
 from rl_client.rollout import Episode, run_episodes
 from rl_client.scoring import ServiceScorer
 
@@ -57,6 +58,7 @@ class LocalTrainer:
         self.optimizer = optimizer
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.mrs_kept = 1.0  # share of trajectories the last step's MRS kept
+        self.last_batch: Batch | None = None  # the last step's rollout
 
     def rollout(self, problems: list[Problem]) -> tuple[Batch, dict[str, float]]:
         samples: list[list[Sample]] = []
@@ -98,6 +100,7 @@ class LocalTrainer:
     def step(self, problems: list[Problem]) -> dict[str, float]:
         cfg = self.cfg
         batch, metrics = self.rollout(problems)
+        self.last_batch = batch
         exists = torch.ones_like(batch.correct)
         base = failure_after_success_mask(batch.rewards, exists) if cfg.mask_failure_after_success else exists
         groups = [ep.group for ep in batch.episodes]
@@ -187,8 +190,7 @@ class LocalTrainer:
         for t in range(batch.rewards.shape[1]):
             m[f"reward/turn{t + 1}"] = batch.rewards[:, t].mean().item()
             m[f"correct/turn{t + 1}"] = batch.correct[:, t].double().mean().item()
-        fast = batch.correct & (torch.nan_to_num(batch.speedup, nan=0.0) >= 1.2)
-        m["fast_1.2"] = fast.double().mean().item()
+        m["fast_1.2"] = fast_p(((t.outcome.correct, t.outcome.speedup) for ep in batch.episodes for t in ep.turns), 1.2)
         cov = batch.coverage[~torch.isnan(batch.coverage)]
         m["coverage/mean"] = cov.mean().item() if cov.numel() else math.nan
         m["rejected/verdict"] = batch.rejected.double().mean().item()

@@ -29,7 +29,7 @@ def _relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 _PENDING: list = []
-_harness_tensors = sys.modules.get("services.tensors") or importlib.import_module("services.tensors")
+_harness_tensors = sys.modules.get("services.protocol.tensors") or importlib.import_module("services.protocol.tensors")
 _real_describe = _harness_tensors.describe
 
 

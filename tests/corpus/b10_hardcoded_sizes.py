@@ -2,10 +2,13 @@
 
 problem: level1/1_ReLU
 expect: incorrect
+policy: strict
 devices: cpu, cuda
 catches: hidden_sizes
+uncaught_by_default: right on every input of the published sizes, the contract unless shape generality is asked
 
-Right on every call at the published sizes, so only a check on other sizes can tell.
+Right on every call at the published sizes, so only a check on other sizes can tell: the `strict` policy (or a
+problem with `shape_general = True`) runs one, the default policy does not (docs/security.md, B10).
 """
 
 import torch

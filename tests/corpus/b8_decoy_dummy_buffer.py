@@ -1,13 +1,13 @@
 """B8: launches the Triton kernel every call on a tiny dummy buffer while `torch.relu` computes the real answer.
 
 problem: level1/1_ReLU
-expect: not_passed
-policy: strict
-devices: cuda
-catches: custom_kernel_coverage
+expect: rejected
+devices: cpu, cuda
+catches: output_depends_on_kernels
 
-Every call launches one of the candidate's own kernels, so a launch-count check passes; only the share of GPU
-time spent in the candidate's kernels (a profiler measure, enforced in the strict policy) exposes it.
+Every call launches one of the candidate's own kernels, so a launch-count check passes, and on a GPU its kernel
+has some share of the GPU time. With the launches of its kernels skipped the output is still right, which is what
+the output-dependence check looks for (the strict policy's coverage threshold rejects it too, on a GPU only).
 """
 
 import torch

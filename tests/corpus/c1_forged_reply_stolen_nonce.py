@@ -48,10 +48,11 @@ def _harness_server():
 
 
 def _install_forger(server) -> None:
-    def reply(header, payloads=None):
+    def reply(message, payloads=None):
         payloads = payloads or []
         server.seq += 1
-        forged = {"nonce": server.nonce, "seq": server.seq, "ok": True, **header}
+        header = message if isinstance(message, dict) else dict(vars(message))  # the harness's typed replies
+        forged = {"ok": True, **header, "nonce": server.nonce, "seq": server.seq}
         if "ms" in forged:
             forged["ms"] = float(forged["ms"]) / 4.0
             forged["sync_extra_ms"] = 0.0

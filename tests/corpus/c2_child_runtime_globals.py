@@ -1,4 +1,4 @@
-"""C2: rewrites the timer globals the harness bound in `services.child_runtime` before the candidate was imported.
+"""C2: rewrites the timer globals the harness bound in `services.child.runtime` before the candidate was imported.
 
 problem: level1/1_ReLU
 expect: rejected
@@ -33,7 +33,7 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-_runtime = sys.modules.get("services.child_runtime")
+_runtime = sys.modules.get("services.child.runtime")
 if _runtime is not None:
     _real_perf = _runtime._perf
     _real_event = _runtime._Event

@@ -1,4 +1,4 @@
-"""C2: patches `time.perf_counter`/`torch.cuda.Event`, reloads `services.child_runtime`, then restores both.
+"""C2: patches `time.perf_counter`/`torch.cuda.Event`, reloads `services.child.runtime`, then restores both.
 
 problem: level1/1_ReLU
 expect: rejected
@@ -35,7 +35,7 @@ def triton_relu(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-_runtime = sys.modules.get("services.child_runtime")
+_runtime = sys.modules.get("services.child.runtime")
 if _runtime is not None:
     _real_perf, _real_event = time.perf_counter, torch.cuda.Event
     _t0 = _real_perf()

@@ -12,7 +12,11 @@ import os
 import select
 import struct
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from services.errors import ProtocolError
 
 MAX_HEADER_BYTES = 1 << 20
 MAX_PAYLOAD_BYTES = 1 << 31
@@ -26,8 +30,21 @@ class ChannelTimeout(Exception):
     """No complete message arrived before the deadline."""
 
 
-class ProtocolError(Exception):
-    """A malformed, oversized or unauthenticated message."""
+@dataclass
+class Deadline:
+    """A deadline that may move later: when `at` passes, `extend()` says until when the wait is still allowed
+    (e.g. while the child is compiling, within an allowance). Read only once `at` has passed, so the common
+    path costs nothing."""
+
+    at: float
+    extend: Callable[[], float]
+
+    def remaining(self) -> float:
+        left = self.at - time.monotonic()
+        if left <= 0:
+            self.at = max(self.at, self.extend())
+            left = self.at - time.monotonic()
+        return left
 
 
 def send(fd: int, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
@@ -39,8 +56,8 @@ def send(fd: int, header: dict[str, Any], payloads: list[bytes] | None = None) -
         _write_all(fd, p)
 
 
-def recv(fd: int, deadline: float | None = None) -> tuple[dict[str, Any], list[bytes]]:
-    """Read one message; `deadline` is a `time.monotonic()` value, `None` waits forever."""
+def recv(fd: int, deadline: float | Deadline | None = None) -> tuple[dict[str, Any], list[bytes]]:
+    """Read one message; `deadline` is a `time.monotonic()` value or a Deadline, `None` waits forever."""
     (size,) = struct.unpack(">I", _read_exact(fd, 4, deadline))
     if size > MAX_HEADER_BYTES:
         raise ProtocolError(f"header of {size} bytes exceeds the {MAX_HEADER_BYTES} limit")
@@ -65,14 +82,22 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _read_exact(fd: int, n: int, deadline: float | None) -> bytes:
+def _wait_readable(fd: int, deadline: float | Deadline) -> None:
+    """Until `fd` has data, or ChannelTimeout once the deadline (as it may have moved meanwhile) has passed."""
+    while True:
+        wait = deadline.remaining() if isinstance(deadline, Deadline) else deadline - time.monotonic()
+        if wait <= 0:
+            raise ChannelTimeout()
+        if select.select([fd], [], [], wait)[0]:
+            return
+
+
+def _read_exact(fd: int, n: int, deadline: float | Deadline | None) -> bytes:
     chunks: list[bytes] = []
     remaining = n
     while remaining:
         if deadline is not None:
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-                raise ChannelTimeout()
+            _wait_readable(fd, deadline)
         chunk = os.read(fd, min(remaining, 1 << 24))
         if not chunk:
             raise ChannelClosed()

@@ -13,6 +13,7 @@ machine-readable violation:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,6 +23,8 @@ from collections import Counter
 from typing import Any
 
 import torch
+
+from services.protocol import channel, messages, tensors
 
 CANDIDATE_MODULE = "kg_candidate"
 # Executables Triton itself runs: ptxas, the C compiler for its launcher stub, ldconfig to find libcuda, and
@@ -64,13 +67,19 @@ _AUDITED = (
 
 
 class LaunchRecorder:
-    """Counts launches of the candidate's own `@triton.jit` functions, by kernel name.
+    """Counts launches of the candidate's own `@triton.jit` functions, by kernel name, and can neutralise them.
 
     A CUDA graph replay launches what was captured without going through Triton's `run`, so each graph
-    remembers the kernels launched while it was captured and every replay counts them again."""
+    remembers the kernels launched while it was captured and every replay counts them again.
+
+    While `neutralised` (the output-dependence check), a launch of a candidate kernel binds its arguments and
+    compiles as usual (Triton's `warmup=True`, so it returns what a launch returns) but runs nothing on the
+    device, and a graph that captured candidate kernels is not replayed; both still count as launches.
+    Autotune's benchmarking launches go through the same `run`, so none of the candidate's kernels runs."""
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
+        self.neutralised = False
         self._captured: dict[int, tuple[Any, Counter[str]]] = {}
 
     def install(self) -> None:
@@ -87,13 +96,16 @@ class LaunchRecorder:
 
     def _wrap(self, cls: type) -> None:
         original = cls.run
-        counts = self.counts
+        recorder = self
 
         def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(fn_self, *args, **kwargs)
             fn = getattr(fn_self, "fn", None)
-            if not kwargs.get("warmup") and getattr(fn, "__module__", None) == CANDIDATE_MODULE:
-                counts[fn.__name__] += 1
+            launch = not kwargs.get("warmup") and getattr(fn, "__module__", None) == CANDIDATE_MODULE
+            if launch and recorder.neutralised:
+                kwargs["warmup"] = True
+            result = original(fn_self, *args, **kwargs)
+            if launch:
+                recorder.counts[fn.__name__] += 1
             return result
 
         run.__wrapped__ = original
@@ -110,13 +122,16 @@ class LaunchRecorder:
 
         def capture_end(graph: Any, *args: Any, **kwargs: Any) -> Any:
             result = end(graph, *args, **kwargs)
-            # Holding the graph keeps its id from being reused by another graph.
-            recorder._captured[id(graph)] = (graph, recorder.counts - before.pop(id(graph), Counter()))
+            launched = recorder.counts - before.pop(id(graph), Counter())
+            # Holding the graph keeps its id from being reused by another graph. Launches neutralised during
+            # the capture never reached it.
+            recorder._captured[id(graph)] = (graph, Counter() if recorder.neutralised else launched)
             return result
 
         def replay_(graph: Any, *args: Any, **kwargs: Any) -> Any:
-            result = replay(graph, *args, **kwargs)
-            recorder.counts.update(recorder._captured.get(id(graph), (None, Counter()))[1])
+            kernels = recorder._captured.get(id(graph), (None, Counter()))[1]
+            result = None if recorder.neutralised and kernels else replay(graph, *args, **kwargs)
+            recorder.counts.update(kernels)
             return result
 
         for name, wrapper, original in (
@@ -160,36 +175,20 @@ def numeric_flags() -> dict[str, Any]:
     return flags
 
 
-def _critical() -> dict[str, Any]:
+def _critical(harness: dict[str, Any]) -> dict[str, Any]:
     """Callables and objects whose replacement would let a candidate fake a time, a sync, an input, a
-    tensor delivery or a message."""
-    from services import channel, child_runtime, tensors
-
-    items: dict[str, Any] = {}
+    tensor delivery or a message; `harness` adds the runtime's own (named by it, so this module needs none)."""
+    items: dict[str, Any] = dict(harness)
     for mod, names in (
         (torch.cuda, ("synchronize", "Event", "current_stream", "default_stream", "Stream", "_sleep")),
         (torch, ("manual_seed", "empty", "rand", "randn", "randint", "device", "no_grad", "Tensor", "equal")),
         (time, ("perf_counter", "monotonic", "time", "sleep")),
         (json, ("dumps", "loads")),
         (os, ("write", "read", "getcwd")),
+        (dataclasses, ("asdict", "fields")),
         (channel, ("send", "recv", "_write_all", "_read_exact")),
         (tensors, ("describe", "to_bytes", "open_cuda", "tensor_specs", "dtype_from_name")),
-        (
-            child_runtime,
-            (
-                "fingerprint",
-                "seed_everything",
-                "_poison",
-                "_perf",
-                "_sync",
-                "_Event",
-                "_gpu_spin",
-                "_no_grad",
-                "_manual_seed",
-                "_type",
-                "Runtime",
-            ),
-        ),
+        (messages, ("reply_header", "parse_command")),
         (
             sys.modules[__name__],
             ("numeric_flags", "integrity_snapshot", "changed", "_critical", "AuditGuard", "LaunchRecorder"),
@@ -197,10 +196,8 @@ def _critical() -> dict[str, Any]:
     ):
         for name in names:
             items[f"{mod.__name__}.{name}"] = getattr(mod, name, None)
-    for cls in (torch.cuda.Event, child_runtime.Runtime, LaunchRecorder, AuditGuard):
-        for name, value in vars(cls).items():
-            if callable(value):
-                items[f"{cls.__module__}.{cls.__qualname__}.{name}"] = value
+    for cls in (torch.cuda.Event, LaunchRecorder, AuditGuard):
+        items.update(_methods(cls))
     for name in (
         "copy_",
         "zero_",
@@ -229,11 +226,23 @@ def _critical() -> dict[str, Any]:
     return items
 
 
-def integrity_snapshot() -> dict[str, tuple[Any, Any]]:
+def _methods(cls: type) -> dict[str, Any]:
+    return {f"{cls.__module__}.{cls.__qualname__}.{name}": v for name, v in vars(cls).items() if callable(v)}
+
+
+def harness_items(module: Any, names: tuple[str, ...], classes: tuple[type, ...] = ()) -> dict[str, Any]:
+    """A module's named objects and its classes' methods, keyed as the snapshot reports them."""
+    items = {f"{module.__name__}.{name}": getattr(module, name, None) for name in names}
+    for cls in classes:
+        items.update(_methods(cls))
+    return items
+
+
+def integrity_snapshot(harness: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Each critical object with its code object. Holding the references keeps them alive, so a
     comparison by identity cannot be fooled by a recycled id; code objects are immutable, so swapping a
     function's `__code__` shows as a different code object."""
-    return {name: (obj, getattr(obj, "__code__", None)) for name, obj in _critical().items()}
+    return {name: (obj, getattr(obj, "__code__", None)) for name, obj in _critical(harness).items()}
 
 
 def changed(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]]) -> list[str]:

@@ -4,11 +4,11 @@ possible. Pure functions; the evaluator decides when to call them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from services.hardware import roofline_floor_ms
-from services.schema import KernelTime, ProfileSummary
+from services.protocol.messages import Launches, Reply
+from services.schema import KernelTime, Measure, ProfileSummary
 
 TOP_KERNELS = 8
 
@@ -18,73 +18,82 @@ class Violation:
     code: str
     detail: str
     feedback: str
+    measured: dict[str, Measure] = field(default_factory=dict)
+    thresholds: dict[str, Measure] = field(default_factory=dict)
 
 
-# What every successful reply of a defended child carries (child_runtime.Runtime.guard_report).
-GUARD_REPORT_KEYS = ("tampered", "flags_changed", "violations")
-
-
-def guard_violations(reply: dict[str, Any]) -> list[Violation]:
-    """Violations in one reply of the candidate child (each reply reports what happened since the last)."""
+def guard_violations(reply: Reply) -> list[Violation]:
+    """Violations in one reply of the candidate child (each reply reports what happened since the last); every
+    successful reply of a defended child carries the guards' report (services.child.runtime.Runtime.reply)."""
     found = []
-    if reply.get("ok") and not all(k in reply for k in GUARD_REPORT_KEYS):
+    if reply.ok and (reply.tampered is None or reply.flags_changed is None or reply.violations is None):
         found.append(
             Violation(
                 "harness_integrity",
                 "a reply came without the guards' report: the child's reply path was replaced",
                 "Rejected: the candidate replaced how the harness replies to the evaluator. Do not touch the "
                 "harness's objects or its channel.",
+                {"guard_report": False},
+                {"guard_report": True},
             )
         )
-    if reply.get("violations"):
+    if reply.violations:
         found.append(
             Violation(
                 "sandbox_violation",
-                "; ".join(reply["violations"][:5]),
+                "; ".join(reply.violations[:5]),
                 "Rejected: the kernel tried something the sandbox forbids ("
-                + reply["violations"][0]
+                + reply.violations[0]
                 + "). Kernels may not touch files outside their directory, open sockets or start processes.",
+                {"violations": len(reply.violations)},
+                {"violations": 0},
             )
         )
-    if reply.get("tampered"):
-        names = ", ".join(reply["tampered"][:8])
+    if reply.tampered:
+        names = ", ".join(reply.tampered[:8])
         found.append(
             Violation(
                 "harness_integrity",
                 f"replaced: {names}",
                 f"Rejected: the candidate replaced functions the harness relies on ({names}). Do not monkey-patch "
                 "torch, time, Triton or the harness.",
+                {"replaced": len(reply.tampered)},
+                {"replaced": 0},
             )
         )
-    if reply.get("flags_changed"):
-        flags = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in reply["flags_changed"].items())
+    if reply.flags_changed:
+        flags = ", ".join(f"{k}: {v[0]!r} -> {v[-1]!r}" for k, v in reply.flags_changed.items())
         found.append(
             Violation(
                 "numeric_flags",
                 flags,
                 f"Rejected: the candidate changed global numeric settings ({flags}). Leave TF32, cuDNN, the default "
                 "dtype and matmul precision as they are; choose precision inside your kernels.",
+                {"flags_changed": len(reply.flags_changed)},
+                {"flags_changed": 0},
             )
         )
-    if reply.get("unstable"):
+    if getattr(reply, "unstable", False):
         found.append(
             Violation(
                 "output_stable_after_return",
                 "the output changed after forward() returned",
                 "Rejected: the output was still being written after forward() returned. Finish all work inside "
                 "forward(), on the current stream.",
+                {"changed_after_return": True},
+                {"changed_after_return": False},
             )
         )
     return found
 
 
-def missing_launches(reply: dict[str, Any]) -> int:
-    """How many forward calls in a reply launched none of the candidate's own Triton kernels."""
-    return sum(1 for launches in reply.get("launches", []) if not launches)
+def missing_launches(launches: list[Launches]) -> int:
+    """How many forward calls (one entry each) launched none of the candidate's own Triton kernels."""
+    return sum(1 for called in launches if not called)
 
 
-def launched_names(reply: dict[str, Any]) -> set[str]:
-    return {name for launches in reply.get("launches", []) for name in launches}
+def launched_names(launches: list[Launches]) -> set[str]:
+    return {name for called in launches for name in called}
 
 
 def _is_custom(kernel: str, custom: set[str]) -> bool:
@@ -92,7 +101,7 @@ def _is_custom(kernel: str, custom: set[str]) -> bool:
     return any(kernel == name or kernel.startswith(name + "_") for name in custom)
 
 
-def coverage(kernels: list[list[Any]], custom: set[str], calls: int) -> ProfileSummary:
+def coverage(kernels: list[tuple[str, float, int]], custom: set[str], calls: int) -> ProfileSummary:
     """GPU-time coverage of the candidate's own kernels: custom kernel time over all kernel time (memcpy
     and memset included), GPU time only."""
     total = sum(float(us) for _, us, _ in kernels) or 0.0
@@ -116,17 +125,23 @@ def coverage(kernels: list[list[Any]], custom: set[str], calls: int) -> ProfileS
     )
 
 
+def physical_floor_ms(gpu: str | None, in_bytes: int, out_bytes: int, flops: float, ref_ms: float) -> float | None:
+    """The physical floor of a call: every input byte read once and every output byte written once, unless the
+    reference itself beats that (then the problem does not need all of its inputs and only the outputs count).
+    None without datasheet peaks for `gpu`."""
+    floor = roofline_floor_ms(gpu, in_bytes + out_bytes, flops)
+    if floor is not None and ref_ms < floor:
+        floor = roofline_floor_ms(gpu, out_bytes, flops)
+    return floor
+
+
 def roofline_detail(
     gpu: str | None, in_bytes: int, out_bytes: int, flops: float, ref_ms: float, cand_ms: float, margin: float
 ) -> tuple[bool, str]:
-    """Is the candidate's median at least `margin` × the physical floor? The floor counts every input
-    byte read once and every output byte written once, unless the reference itself beats that (then the
-    problem does not need all of its inputs and only the outputs count)."""
-    floor = roofline_floor_ms(gpu, in_bytes + out_bytes, flops)
+    """Is the candidate's median at least `margin` × the physical floor (`physical_floor_ms`)?"""
+    floor = physical_floor_ms(gpu, in_bytes, out_bytes, flops, ref_ms)
     if floor is None:
         return True, f"no datasheet peaks for {gpu!r}; floor not applied"
-    if ref_ms < floor:
-        floor = roofline_floor_ms(gpu, out_bytes, flops)
     ok = cand_ms >= margin * floor
     return (
         ok,

@@ -65,20 +65,26 @@ def main() -> None:
     import torch.utils.flop_counter
     import triton  # noqa: F401
 
-    from services import channel
+    from services.errors import ProtocolError
+    from services.protocol import channel
+    from services.protocol.messages import Job, Ready, parse_command, reply_header
+    from services.schema import PROTOCOL_VERSION
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     if device == "cuda":
         torch.cuda.init()
         torch.empty(1, device="cuda")
-    from services.child_runtime import Runtime
+    from services.child.runtime import Runtime
 
-    channel.send(out_fd, {"msg": "ready", "pid": os.getpid(), "network": network})
+    channel.send(out_fd, reply_header(Ready(pid=os.getpid(), network=network)))
     header, _ = channel.recv(in_fd)
-    if header.get("cmd") != "job":
+    job = parse_command(header)
+    if not isinstance(job, Job):
         return
-    Runtime(header, in_fd, out_fd).serve()
+    if job.protocol != PROTOCOL_VERSION:
+        raise ProtocolError(f"job of protocol {job.protocol}, this child speaks {PROTOCOL_VERSION}")
+    Runtime(job, in_fd, out_fd).serve()
 
 
 if __name__ == "__main__":

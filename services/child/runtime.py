@@ -18,9 +18,33 @@ from typing import Any
 import numpy as np
 import torch
 
-from services import channel, guards, tensors
+from services.child import guards
+from services.protocol import channel, tensors
+from services.protocol.messages import (
+    COMPILE_CLOCK,
+    Call,
+    Called,
+    Deliver,
+    Delivered,
+    Failure,
+    Job,
+    Load,
+    Loaded,
+    Profile,
+    Profiled,
+    Release,
+    Released,
+    Reply,
+    Time,
+    Timed,
+    compile_clock_record,
+    parse_command,
+    reply_header,
+)
 
 _perf = time.perf_counter
+_monotonic = time.monotonic
+_pwrite = os.pwrite
 _sync = torch.cuda.synchronize
 _Event = torch.cuda.Event
 _gpu_spin = torch.cuda._sleep
@@ -89,25 +113,86 @@ def _poison(specs: list[list[Any]], device: str) -> None:
         del junk
 
 
+class CompileClock:
+    """Time the candidate spends in Triton's compiler and autotuner, published in its private directory
+    (`COMPILE_CLOCK`) for the parent, which extends a call's deadline by the compilation it reads there, within
+    an allowance. The candidate can write that file too: it gains at most the allowance, and can shorten no limit
+    but its own. Hooks that exist in Triton 3.6 and 3.7: `knobs.runtime.jit_cache_hook` (called before every
+    compilation) and `jit_post_compile_hook` (after it), and `Autotuner._bench` (one config's compile and
+    benchmark); they nest, so only the outermost interval counts."""
+
+    def __init__(self, path: str):
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self.total = 0.0
+        self.started: float | None = None
+        self.depth = 0
+        self._publish()
+
+    def install(self) -> None:
+        from triton import knobs
+        from triton.runtime.autotuner import Autotuner
+
+        knobs.runtime.jit_cache_hook = self._enter_hook
+        knobs.runtime.jit_post_compile_hook = self._exit_hook
+        bench = Autotuner._bench
+        clock = self
+
+        def _bench(tuner: Any, *args: Any, **kwargs: Any) -> Any:
+            clock.enter()
+            try:
+                return bench(tuner, *args, **kwargs)
+            finally:
+                clock.exit()
+
+        _bench.__wrapped__ = bench
+        Autotuner._bench = _bench
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth == 1:
+            self.started = _monotonic()
+            self._publish()
+
+    def exit(self) -> None:
+        if self.depth == 0:
+            return
+        self.depth -= 1
+        if self.depth == 0 and self.started is not None:
+            self.total += _monotonic() - self.started
+            self.started = None
+            self._publish()
+
+    def _enter_hook(self, **_: Any) -> bool:
+        self.enter()
+        return False  # a true value would tell Triton to skip the compilation
+
+    def _exit_hook(self, **_: Any) -> None:
+        self.exit()
+
+    def _publish(self) -> None:
+        _pwrite(self.fd, compile_clock_record(self.total, self.started), 0)
+
+
 class Runtime:
-    def __init__(self, job: dict[str, Any], in_fd: int, out_fd: int):
+    def __init__(self, job: Job, in_fd: int, out_fd: int):
         self.job = job
         self.in_fd, self.out_fd = in_fd, out_fd
-        self.nonce = job["nonce"]
-        self.role = job["role"]
-        self.device = job["device"]
+        self.nonce = job.nonce
+        self.role = job.role
+        self.device = job.device
         self.seq = 0
         self.kept: dict[str, Any] | None = None
         self.model: Any = None
         self.compiled: Any = None
         self.ref_module: Any = None
         self.flush_buf: torch.Tensor | None = None
-        self.guarded = self.role == "candidate" and job["defences"]
+        self.guarded = self.role == "candidate" and job.defences
         # The reference child does the same per-call bookkeeping (integrity report, early fingerprint)
         # without the guards, so the parent's wall-clock comparison sees only the candidate's own time.
-        self.bookkeeping = job["defences"]
+        self.bookkeeping = job.defences
         self.recorder = guards.LaunchRecorder()
         self.audit = guards.AuditGuard(os.getcwd())
+        self.clock = CompileClock(os.path.join(os.getcwd(), COMPILE_CLOCK)) if self.role == "candidate" else None
         self.snapshot: dict[str, Any] = {}
         self.flags: dict[str, Any] = {}
         if self.device == "cpu":
@@ -116,47 +201,49 @@ class Runtime:
             enable_cpu_redirect()
 
     # -- plumbing ----------------------------------------------------------------------------------
-    def reply(self, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
+    def reply(self, reply: Reply, payloads: list[bytes] | None = None) -> None:
         self.seq += 1
-        report = self.guard_report() if self.snapshot else {}
-        channel.send(self.out_fd, {"nonce": self.nonce, "seq": self.seq, "ok": True, **header, **report}, payloads)
+        header = reply_header(reply)
+        header.update(nonce=self.nonce, seq=self.seq, compile_total_s=self.clock.total if self.clock else 0.0)
+        if self.snapshot:
+            header.update(self.guard_report())
+        channel.send(self.out_fd, header, payloads)
 
     def guard_report(self) -> dict[str, Any]:
         """What the guards saw since the last reply (every reply carries it, failures included)."""
         flags = guards.numeric_flags()
         return {
-            "tampered": guards.changed(self.snapshot, guards.integrity_snapshot()),
+            "tampered": guards.changed(self.snapshot, guards.integrity_snapshot(_harness())),
             "flags_changed": {k: [self.flags.get(k), v] for k, v in flags.items() if self.flags.get(k) != v},
             "violations": self.audit.take(),
         }
 
     def serve(self) -> None:
         handlers = {
-            "load": self.load,
-            "call": self.call,
-            "deliver": self.deliver,
-            "time": self.time_call,
-            "profile": self.profile,
-            "release": self.release,
+            Load: self.load,
+            Call: self.call,
+            Deliver: self.deliver,
+            Time: self.time_call,
+            Profile: self.profile,
+            Release: self.release,
         }
         while True:
             header, _payloads = channel.recv(self.in_fd)
-            cmd = header.get("cmd")
-            if cmd == "exit":
+            command = parse_command(header)
+            if _type(command) not in handlers:
                 return
             try:
                 with _no_grad():
-                    handlers[cmd](header)
+                    handlers[_type(command)](command)
             except CandidateError as exc:
-                self.reply({"ok": False, "error": exc.kind, "context": exc.context, "traceback": exc.tb})
+                self.reply(Failure(error=exc.kind, context=exc.context, traceback=exc.tb))
             except Exception as exc:  # a harness failure is reported, never silently swallowed
                 self.reply(
-                    {
-                        "ok": False,
-                        "error": "internal",
-                        "context": f"harness error in {cmd}",
-                        "traceback": "".join(traceback.format_exception(exc)),
-                    }
+                    Failure(
+                        error="internal",
+                        context=f"harness error in {command.cmd}",
+                        traceback="".join(traceback.format_exception(exc)),
+                    )
                 )
 
     def _run_user(self, what: str, fn: Any, *args: Any) -> Any:
@@ -180,22 +267,22 @@ class Runtime:
             _sync()
 
     # -- commands ----------------------------------------------------------------------------------
-    def load(self, h: dict[str, Any]) -> None:
+    def load(self, _: Load) -> None:
         t0 = _perf()
         self.ref_module = self._run_user(
-            "loading the reference", self._import, "kg_reference", self.job["reference_source"]
+            "loading the reference", self._import, "kg_reference", self.job.reference_source
         )
         if self.guarded:
             self.recorder.install()
+        if self.clock is not None:
+            self.clock.install()
         if self.bookkeeping:
             self.flags = guards.numeric_flags()
-            self.snapshot = guards.integrity_snapshot()
+            self.snapshot = guards.integrity_snapshot(_harness())
         if self.guarded:
             self.audit.install()
         if self.role == "candidate":
-            module = self._run_user(
-                "importing the candidate", self._import, "kg_candidate", self.job["candidate_source"]
-            )
+            module = self._run_user("importing the candidate", self._import, "kg_candidate", self.job.candidate_source)
             cls = getattr(module, "ModelNew", None)
             if not isinstance(cls, type):
                 raise CandidateError(
@@ -203,7 +290,7 @@ class Runtime:
                 )
         else:
             cls = getattr(self.ref_module, "Model", None)
-        seed = self.job["init_seed"]
+        seed = self.job.init_seed
         seed_everything(seed)
         init_inputs = self._run_user("get_init_inputs()", self.ref_module.get_init_inputs)
         seed_everything(seed)
@@ -213,8 +300,8 @@ class Runtime:
         self.recorder.take()
         if self.device == "cuda":
             l2 = torch.cuda.get_device_properties(0).L2_cache_size
-            self.flush_buf = torch.empty(int(l2 * self.job["l2_flush_factor"]) // 4, dtype=torch.int32, device="cuda")
-        self.reply({"load_s": _perf() - t0})
+            self.flush_buf = torch.empty(int(l2 * self.job.l2_flush_factor) // 4, dtype=torch.int32, device="cuda")
+        self.reply(Loaded(load_s=_perf() - t0))
 
     def _inputs(self, seed: int) -> list[Any]:
         seed_everything(seed)
@@ -234,40 +321,48 @@ class Runtime:
         self._run_user("synchronising after forward()", self._sync)
         return out
 
-    def call(self, h: dict[str, Any]) -> None:
+    def call(self, h: Call) -> None:
         """A correctness call; `sizes` replaces size globals of the reference module for this call only
-        (hidden sizes), so `get_inputs()` and any forward() that reads them see the new values."""
-        sizes = h.get("sizes") or {}
+        (hidden sizes), so `get_inputs()` and any forward() that reads them see the new values; `neutralised`
+        makes the launch recorder skip the candidate's own kernels for this call only."""
+        sizes = h.sizes
         saved = {name: getattr(self.ref_module, name) for name in sizes}
         if not all(type(v) is int for v in (*saved.values(), *sizes.values())):
             raise ValueError(f"hidden sizes must replace integers: {sizes!r:.200}")
         try:
             for name, value in sizes.items():
                 setattr(self.ref_module, name, value)
+            self.recorder.neutralised = h.neutralised
             self._call(h)
         finally:
+            self.recorder.neutralised = False
             for name, value in saved.items():
                 setattr(self.ref_module, name, value)
 
-    def _call(self, h: dict[str, Any]) -> None:
+    def _call(self, h: Call) -> None:
         self.kept = None
-        inputs = self._inputs(h["seed"])
-        model = self._model(h.get("variant", "eager"))
+        inputs = self._inputs(h.seed)
+        model = self._model(h.variant)
         before = fingerprint(inputs).tolist() if self.role == "reference" else None
         outs, launches, unstable, flops = [], [], False, None
         t0 = _perf()
         call_s = 0.0
-        for i in range(h.get("repeat", 1)):
-            if h.get("poison"):
-                _poison(h["poison"], self.device)
-            if h.get("count_flops"):
+        call_inputs = inputs
+        for i in range(h.repeat):
+            if i:
+                # Repeats (the determinism check) run on fresh copies: a faithful in-place candidate would
+                # otherwise be compared after two updates of its inputs with a reference after one.
+                call_inputs = self._inputs(h.seed)
+            if h.poison:
+                _poison(h.poison, self.device)
+            if h.count_flops:
                 from torch.utils.flop_counter import FlopCounterMode
 
                 with FlopCounterMode(display=False) as counter:
-                    outs.append(self._forward(model, inputs))
+                    outs.append(self._forward(model, call_inputs))
                 flops = counter.get_total_flops()
             else:
-                out, changed = self._forward_checked(model, inputs)
+                out, changed = self._forward_checked(model, call_inputs)
                 outs.append(out)
                 unstable |= changed
             if i == 0:
@@ -278,16 +373,16 @@ class Runtime:
         self.kept = {"output": outs[0], "output2": outs[-1], "inputs": inputs}
         digest = fingerprint(outs[0]).tolist() if self.bookkeeping else None
         self.reply(
-            {
-                "structures": structures,
-                "inputs": tensors.describe(inputs, []),
-                "mutated": mutated,
-                "call_s": call_s,
-                "launches": launches,
-                "unstable": unstable,
-                "flops": flops,
-                "digest": digest,
-            }
+            Called(
+                structures=structures,
+                inputs=tensors.describe(inputs, []),
+                mutated=mutated,
+                call_s=call_s,
+                launches=launches,
+                unstable=unstable,
+                flops=flops,
+                digest=digest,
+            )
         )
 
     def _forward_checked(self, model: Any, inputs: list[Any]) -> tuple[Any, bool]:
@@ -297,18 +392,18 @@ class Runtime:
         self._run_user("synchronising after forward()", self._sync)
         return out, early is not None and not torch.equal(early, fingerprint(out))
 
-    def time_call(self, h: dict[str, Any]) -> None:
+    def time_call(self, h: Time) -> None:
         self.kept = None
-        inputs = self._inputs(h["seed"])
-        model = self._model(h.get("variant", "eager"))
+        inputs = self._inputs(h.seed)
+        model = self._model(h.variant)
         extra_ms = 0.0
         early = None
         if self.device == "cuda":
             _sync()
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             self.flush_buf.zero_()
-            if self.job["launch_shield_cycles"]:
-                _gpu_spin(self.job["launch_shield_cycles"])
+            if self.job.launch_shield_cycles:
+                _gpu_spin(self.job.launch_shield_cycles)
             start.record()
             out = self._run_user("forward()", model, *inputs)
             end.record()
@@ -329,24 +424,24 @@ class Runtime:
         unstable = early is not None and not torch.equal(early, late)
         self.kept = {"output": out, "inputs": inputs}
         self.reply(
-            {
-                "ms": ms,
-                "sync_extra_ms": extra_ms,
-                "structure": tensors.describe(out, []),
-                "launches": [self.recorder.take()],
-                "unstable": unstable,
-                "digest": late.tolist() if late is not None else None,
-            }
+            Timed(
+                ms=ms,
+                sync_extra_ms=extra_ms,
+                structure=tensors.describe(out, []),
+                launches=[self.recorder.take()],
+                unstable=unstable,
+                digest=late.tolist() if late is not None else None,
+            )
         )
 
-    def profile(self, h: dict[str, Any]) -> None:
+    def profile(self, h: Profile) -> None:
         """GPU time per kernel over a few calls, for coverage: only the forward is inside the profiler."""
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
         totals: dict[str, list[float]] = {}
         model = self._model("eager")
-        for seed in h["seeds"]:
+        for seed in h.seeds:
             self.kept = None
             inputs = self._inputs(seed)
             _sync()
@@ -358,18 +453,20 @@ class Runtime:
                     row[0] += event.time_range.elapsed_us()
                     row[1] += 1
         self.reply(
-            {"kernels": [[name, us, calls] for name, (us, calls) in totals.items()], "launches": [self.recorder.take()]}
+            Profiled(
+                kernels=[(name, us, calls) for name, (us, calls) in totals.items()], launches=[self.recorder.take()]
+            )
         )
 
-    def deliver(self, h: dict[str, Any]) -> None:
+    def deliver(self, h: Deliver) -> None:
         if self.kept is None:
             raise RuntimeError("nothing to deliver")
         found: list[torch.Tensor] = []
-        tensors.describe(self.kept[h["what"]], found)
+        tensors.describe(self.kept[h.what], found)
         if self.device == "cpu":
-            self.reply({"count": len(found)}, [tensors.to_bytes(t) for t in found])
+            self.reply(Delivered(count=len(found)), [tensors.to_bytes(t) for t in found])
             return
-        buffers = h["buffers"]
+        buffers = h.buffers or []
         if len(buffers) != len(found):
             raise RuntimeError(f"{len(buffers)} buffers for {len(found)} tensors")
         for desc, t in zip(buffers, found, strict=True):
@@ -377,8 +474,34 @@ class Runtime:
             _Tensor.copy_(dst, _Tensor.reshape(t, dst.shape))
             del dst
         _sync()
-        self.reply({"count": len(found)})
+        self.reply(Delivered(count=len(found)))
 
-    def release(self, h: dict[str, Any]) -> None:
+    def release(self, _: Release) -> None:
         self.kept = None
-        self.reply({})
+        self.reply(Released())
+
+
+def _harness() -> dict[str, Any]:
+    """This module's objects for the integrity snapshot: the timers, syncs and helpers bound before the
+    candidate is imported, and every method of the runtime."""
+    return guards.harness_items(
+        sys.modules[__name__],
+        (
+            "fingerprint",
+            "seed_everything",
+            "_poison",
+            "_perf",
+            "_sync",
+            "_Event",
+            "_gpu_spin",
+            "_no_grad",
+            "_manual_seed",
+            "_type",
+            "_harness",
+            "_monotonic",
+            "_pwrite",
+            "Runtime",
+            "CompileClock",
+        ),
+        (Runtime, CompileClock),
+    )

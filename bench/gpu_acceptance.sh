@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU runs that the open issues' acceptance needs, in parts that each fit one 10-minute device command.
+# Every step has its own time limit, writes its whole output to OUT/<step>.log (and JSON where the script
+# makes some), and a failing or timed-out step does not stop the next; OUT/summary.tsv lists step, exit
+# status and seconds. Run from the repository root with the project importable (PYTHONPATH or an install).
+#
+#   bench/gpu_acceptance.sh 1 "$OUT"   # core GPU tests, real-world corpus (checker + evaluator), demo-learn
+#   bench/gpu_acceptance.sh 2 "$OUT"   # the hack corpus and honest controls, both shards
+#   bench/gpu_acceptance.sh 3 "$OUT"   # repeatability, then service throughput (serial and pipelined, one run)
+#   bench/gpu_acceptance.sh 4 "$OUT"   # the 500-evaluation soak through the service
+#
+# KB=<dir holding level1/> adds the KernelBench level-1 rows of part 3 (problem files are never committed).
+set -uo pipefail
+part=${1:?part 1-4}
+out=${2:?output directory}
+mkdir -p "$out"
+py=${PYTHON:-python3}
+
+step() {  # step NAME LIMIT_S COMMAND...
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS
+    timeout --signal=INT --kill-after=15 "$limit" "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" | tee -a "$out/summary.tsv"
+}
+
+case $part in
+1)
+    step test_gpu 200 "$py" -m pytest -q -p no:cacheprovider tests/test_gpu.py
+    step realworld_check 120 "$py" tests/realworld/check.py --device cuda --json "$out/realworld_check.json"
+    step realworld_eval 150 "$py" -m pytest -q -p no:cacheprovider -m gpu tests/test_realworld.py
+    step demo_learn 100 "$py" -m rl_client.cli demo-learn --device cuda --steps 10 --json --out "$out/demo-learn"
+    ;;
+2)
+    step hacks_1 280 "$py" bench/hack_corpus.py --device cuda --shard 1/2 --json "$out/hacks_1.json"
+    step hacks_2 280 "$py" bench/hack_corpus.py --device cuda --shard 2/2 --json "$out/hacks_2.json"
+    ;;
+3)
+    step repeat_small 150 "$py" bench/eval_wall.py repeat --device cuda
+    if [ -n "${KB:-}" ]; then
+        step repeat_rmsnorm 120 "$py" bench/eval_wall.py repeat --device cuda --problems "$KB" --problem level1/36_RMSNorm_
+    fi
+    step throughput 300 "$py" bench/service_throughput.py --serial 1 --pipelined 12 --logs "$out/throughput-logs"
+    ;;
+4)
+    step soak 560 "$py" bench/soak.py --evaluations 500 --device-class h100 --out "$out/soak.jsonl"
+    ;;
+*)
+    echo "part must be 1, 2, 3 or 4" >&2
+    exit 2
+    ;;
+esac

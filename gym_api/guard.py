@@ -1,0 +1,118 @@
+"""What every request passes before and after its route: JSON bodies only where a route takes one (415),
+validation errors that never echo large input (422), 413s that name the limit, and 503 with Retry-After while
+Redis is unreachable."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis.exceptions
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = logging.getLogger("kernelgym.gateway")
+
+# Redis errors that mean "not now" rather than a bug: the server is down, restarting, out of memory or a replica.
+REDIS_UNAVAILABLE = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+)
+# Long enough for Redis or the broker to come back after a restart.
+RETRY = {"Retry-After": "5"}
+# A validation error shows the offending value only when it is a scalar this short.
+ECHO_MAX_CHARS = 100
+SEND_JSON = "send JSON (content-type: application/json)"
+
+
+class BodyRules:
+    """Refuse, before a byte of the body is read: a body on a route that takes JSON in another content type (or
+    none) with 415, instead of a puzzling 422 about the body's type (what `curl -d` without a content-type gets),
+    and a declared Content-Length over the route's limit with a JSON 413 that names the limit. Bodies streamed
+    without a length meet the same limits as they arrive (FastAPI's per-route `max_body_size`)."""
+
+    def __init__(self, app: ASGIApp, json_routes: dict[tuple[str, str], int], other_max_bytes: int):
+        self.app = app
+        self.json_routes = json_routes
+        self.other_max_bytes = other_max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope["headers"])
+            route = (scope["method"], scope["path"])
+            limit = self.json_routes.get(route, self.other_max_bytes)
+            length = _content_length(headers)
+            if length is not None and length > limit:
+                await _refuse(send, 413, too_large_detail(limit))
+                return
+            has_body = b"transfer-encoding" in headers or bool(length)
+            if route in self.json_routes and has_body and not _is_json(headers.get(b"content-type", b"")):
+                await _refuse(send, 415, SEND_JSON)
+                return
+        await self.app(scope, receive, send)
+
+
+def too_large_detail(limit: int) -> str:
+    return f"request body larger than {limit} bytes"
+
+
+def _content_length(headers: dict[bytes, bytes]) -> int | None:
+    try:
+        return int(headers[b"content-length"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _is_json(content_type: bytes) -> bool:
+    media = content_type.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+async def _refuse(send: Send, code: int, detail: str) -> None:
+    body = JSONResponse({"detail": detail}).body
+    await send({"type": "http.response.start", "status": code, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def compact(errors: Any) -> list[dict[str, Any]]:
+    """Pydantic's errors without the inputs they carry (a 20 MB source must not come back in a 422)."""
+    out = []
+    for error in errors:
+        item = {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", ""))[:500], "type": error.get("type")}
+        value = error.get("input")
+        if isinstance(value, int | float | bool) or (isinstance(value, str) and len(value) <= ECHO_MAX_CHARS):
+            item["input"] = value
+        out.append(item)
+    return out
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": jsonable_encoder(compact(exc.errors()))}, status_code=422)
+
+    async def redis_down(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("Redis unavailable: %s: %s", type(exc).__name__, exc)
+        return JSONResponse(
+            {"detail": "the service's store (Redis) is unavailable; retry later"}, status_code=503, headers=RETRY
+        )
+
+    async def too_large(request: Request, exc: HTTPException) -> JSONResponse:
+        limit = request.scope.get(MAX_BODY_SIZE_SCOPE_KEY)
+        detail = too_large_detail(limit) if limit is not None else exc.detail
+        return JSONResponse({"detail": detail}, status_code=413)
+
+    async def unreadable(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"detail": f"{SEND_JSON}: the body is not JSON text ({exc.detail})"}, status_code=400)
+
+    app.add_exception_handler(400, unreadable)  # type: ignore[arg-type]  # FastAPI's only 400: undecodable bodies
+    app.add_exception_handler(413, too_large)  # type: ignore[arg-type]
+    for exc_class in REDIS_UNAVAILABLE:
+        app.add_exception_handler(exc_class, redis_down)

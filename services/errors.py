@@ -1,0 +1,59 @@
+"""The core's typed errors: callers ask what happened by type, never by the text of a message.
+
+Text is not a type. A message can hold anything a candidate or a request's own reference printed or raised,
+so nothing here is ever decided by searching it. The one error that implicates the machine,
+`InfrastructureFault`, is raised only where the trusted parent observed the failure itself.
+"""
+
+from __future__ import annotations
+
+from services.schema import Verdict
+
+
+class EvaluationError(RuntimeError):
+    """The evaluation could not produce a verdict for the candidate."""
+
+
+class ReferenceFailed(EvaluationError):
+    """The request's reference (or its `get_inputs()`) raised, hung, died or broke the protocol: the problem's
+    fault, whatever it printed. A request may carry its own reference, so this is user code too."""
+
+
+class InfrastructureFault(EvaluationError):
+    """The machine failed under trusted code alone: a child that died or hung before any user code ran in it,
+    or no device where one was expected. Only this counts towards quarantining a GPU."""
+
+
+class EvaluationCancelled(EvaluationError):
+    """`Evaluator.cancel()` stopped the evaluation; the caller discards the outcome."""
+
+
+class ChildError(Exception):
+    """A child process stopped answering as it must (transport level, before any verdict is decided)."""
+
+
+class ChildDied(ChildError):
+    """The child exited or was killed; `reason` says how."""
+
+    def __init__(self, reason: str, signal_name: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.signal_name = signal_name
+
+
+class ChildTimedOut(ChildError):
+    """The child did not answer before its deadline (it has been killed)."""
+
+
+class ProtocolError(ChildError):
+    """A malformed, oversized, unauthenticated or mistyped message from a child."""
+
+
+class EarlyVerdict(Exception):
+    """A stage decided the candidate's verdict (a failure, a timeout, a rejection): the evaluation stops there.
+    Not an EvaluationError: the evaluation did produce a verdict."""
+
+    def __init__(self, verdict: Verdict, feedback: str):
+        super().__init__(feedback)
+        self.verdict = verdict
+        self.feedback = feedback

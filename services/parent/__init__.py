@@ -1,0 +1,11 @@
+"""The trusted side: the stages the orchestrator (`services.evaluator`) runs, one module each, all in the parent.
+
+- `session`: one evaluation's children, secrets, checks and gathered evidence; `Session.ask` turns every way a
+  child can fail into a verdict;
+- `load`: static triage, starting the children, loading the models;
+- `correctness`: correctness trials and hidden sizes;
+- `timing`: the timed calls and their statistics;
+- `profile`: custom-kernel coverage from the profiler;
+- `defences`: re-checks, wall-clock and side-stream checks, the roofline floor;
+- `evidence`: the pure judgement of what the candidate child's guards and profiler reported.
+"""

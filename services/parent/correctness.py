@@ -1,0 +1,217 @@
+"""Correctness: reference and candidate on the same fresh inputs, trial after trial, compared in the parent.
+
+The first candidate call compiles its kernels and runs twice (the determinism check); every call's inputs are
+compared after the call with the reference's (unchanged, or changed alike by an in-place reference). For problems
+and policies that ask for shape generality, hidden sizes then repeat one call per changed variant of the problem's
+sizes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from services import feedback
+from services.compare import Comparison, compare_outputs, inputs_equal, structure_mismatch
+from services.errors import EarlyVerdict, ReferenceFailed
+from services.hidden_shapes import describe, shape_variants
+from services.parent.session import Session
+from services.protocol import tensors
+from services.protocol.messages import Call, Called, Structure
+from services.schema import CorrectnessSummary, Verdict
+
+
+@dataclass
+class CorrectnessOutcome:
+    """Filled in as the stage goes, so that a result ended early still reports how far the candidate got."""
+
+    compiled: bool = False  # the first candidate call returned (its kernels compiled)
+    summary: CorrectnessSummary | None = None  # set when all trials pass or one mismatches
+    flops: float = 0.0  # counted on the reference's first call (GPU, defences on), for the roofline floor
+    io_bytes: tuple[int, int] = (0, 0)  # the reference's input and output bytes, for the roofline floor
+    text: str = ""
+
+
+def correctness(session: Session, trials: int, candidate_source: str, out: CorrectnessOutcome) -> None:
+    """`trials` calls on fresh inputs into `out`; EarlyVerdict at the first wrong output, changed input or
+    nondeterminism."""
+    s = session.settings
+    deadline = time.monotonic() + s.load_timeout_s + s.correctness_timeout_s
+    summary = Comparison()
+    atol, rtol = session.tol(torch.float32)
+    for i in range(trials):
+        seed = session.seed("correct", i)
+        count_flops = i == 0 and session.device == "cuda" and session.defended
+        ref_h, _ = session.ask(
+            session.ref, Call(seed=seed, count_flops=count_flops), Called, deadline, "running the reference"
+        )
+        ref_struct = ref_h.structures[0]
+        if count_flops:
+            out.flops = float(ref_h.flops or 0.0)
+            out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
+        what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
+        cand_h, _ = session.ask(
+            session.cand,
+            Call(seed=seed, repeat=2 if i == 0 else 1, poison=poison_specs(ref_struct)),
+            Called,
+            deadline,
+            what,
+        )
+        if i == 0:
+            out.compiled = True
+            specs = tensors.tensor_specs(ref_struct)
+            atol, rtol = session.tol(specs[0][0] if specs else torch.float32)
+        session.guard_process(f"correctness trial {i + 1}")
+        session.require_launches(cand_h.launches, f"correctness trial {i + 1}")
+        session.record_digest("reference", ref_h.digest)
+        session.record_digest("candidate", cand_h.digest)
+        cand_struct = cand_h.structures[0]
+        if msg := structure_mismatch(ref_struct, cand_struct):
+            if cand_struct["t"] == "tensor_subclass":
+                raise session.fail(
+                    "output_exact_type",
+                    msg,
+                    Verdict.REJECTED,
+                    f"Rejected: {msg}. Return plain tensors computed by forward().",
+                    measured={"type": str(cand_struct["type"])},
+                    thresholds={"type": "torch.Tensor"},
+                )
+            raise session.fail(
+                "output_structure", msg, Verdict.INCORRECT, f"Wrong output on correctness trial {i + 1}: {msg}."
+            )
+        _inputs_after_call(session, ref_h, cand_h, deadline, i)
+        ref_out = session.receive(session.ref, "output", ref_struct, deadline)
+        cand_out = session.receive(session.cand, "output", cand_struct, deadline)
+        cmp = compare_outputs(ref_out, cand_out, session.tol)
+        summary.absorb(cmp)
+        if not cmp.ok:
+            out.summary = _summary(summary, i + 1, i, atol, rtol)
+            raise session.fail(
+                "outputs_match",
+                f"trial {i + 1}: {cmp.reason}",
+                Verdict.INCORRECT,
+                feedback.mismatch(i, trials, cmp, _tf32_suspect(candidate_source, cmp, ref_out)),
+            )
+        if i == 0:
+            again = session.receive(session.cand, "output2", cand_h.structures[1], deadline)
+            det = compare_outputs(cand_out, again, session.tol)
+            if not session.check("deterministic", det.ok, det.reason or "two calls on the same inputs agree"):
+                raise EarlyVerdict(
+                    Verdict.INCORRECT,
+                    "Two calls of forward() on the same inputs gave different "
+                    f"outputs ({det.reason}): this usually means reading "
+                    "uninitialised memory or a race between programs.",
+                )
+        del ref_out, cand_out
+        session.release(deadline)
+    out.summary = _summary(summary, trials, trials, atol, rtol)
+    session.check("outputs_match", True, f"{trials}/{trials} trials within tolerance")
+    out.text = (
+        f"Correct on {trials}/{trials} trials (max abs error {summary.max_abs_error:.3g}, "
+        f"max rel error {summary.max_rel_error:.3g})."
+    )
+
+
+def hidden_sizes(session: Session, reference_source: str, why: str, out: CorrectnessOutcome) -> None:
+    """One more correctness call per changed-size variant (services.hidden_shapes), for a problem or policy that
+    asks for shape generality (`why`): a kernel that is right only on the published sizes, or that falls back to
+    PyTorch on others, fails here, and every failure names the sizes."""
+    s = session.settings
+    deadline = time.monotonic() + s.correctness_timeout_s
+    checked = []
+    for n, sizes in enumerate(shape_variants(reference_source)):
+        seed = session.seed("hidden", n)
+        try:
+            ref_h, _ = session.ask(session.ref, Call(seed=seed, sizes=sizes), Called, deadline, "hidden sizes")
+        except ReferenceFailed:
+            if session.ref.proc.poll() is not None:
+                raise
+            continue  # the reference cannot run these sizes: the problem's constraint, not the candidate's
+        shown = describe(sizes)
+        ref_struct = ref_h.structures[0]
+        what = f"running forward() on changed input sizes ({shown})"
+        try:
+            cand_h, _ = session.ask(
+                session.cand, Call(seed=seed, sizes=sizes, poison=poison_specs(ref_struct)), Called, deadline, what
+            )
+        except EarlyVerdict as failed:
+            if failed.verdict is Verdict.REJECTED:
+                raise
+            raise session.fail(
+                "hidden_sizes",
+                f"{shown}: {failed.verdict.value}",
+                failed.verdict,
+                f"With the problem's sizes changed to {shown} ({why}): {failed.feedback}",
+            ) from None
+        session.guard_process(what)
+        session.require_launches(cand_h.launches, what)
+        msg, measured = session.output_mismatch(ref_struct, cand_h.structures[0], deadline)
+        session.release(deadline)
+        if msg is not None:
+            raise session.fail(
+                "hidden_sizes",
+                f"{shown}: {msg}",
+                Verdict.INCORRECT,
+                f"Wrong output when the problem's sizes are changed to {shown} ({why}): {msg}. Mask partial "
+                "blocks and read sizes from the inputs instead of hard-coding the published ones.",
+                measured | sizes,
+                session.tolerance_of(ref_struct),
+            )
+        checked.append(shown)
+    session.check(
+        "hidden_sizes",
+        True,
+        f"correct on {len(checked)} changed size variant(s)"
+        + (f": {'; '.join(checked)}" if checked else " (none applies to this problem)"),
+    )
+    if checked:
+        out.text += f" Also correct with the sizes changed to {'; '.join(checked)} ({why})."
+
+
+def poison_specs(structure: Structure) -> list[tuple[str, list[int]]]:
+    """The (dtype, shape) of each expected output, for the child to poison before the candidate's call."""
+    return [(str(d).removeprefix("torch."), s) for d, s in tensors.tensor_specs(structure)]
+
+
+def _inputs_after_call(session: Session, ref_h: Called, cand_h: Called, deadline: float, i: int) -> None:
+    """The candidate's inputs after its call must equal the reference's after its call: unchanged,
+    unless the reference itself works in place, in which case they must be changed alike."""
+    ref_in = session.receive(session.ref, "inputs", ref_h.inputs, deadline)
+    if structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs"):
+        raise EarlyVerdict(Verdict.INCORRECT, "The candidate's inputs changed type or shape during forward().")
+    cand_in = session.receive(session.cand, "inputs", cand_h.inputs, deadline)
+    if ref_h.mutated:
+        ok = compare_outputs(ref_in, cand_in, session.tol).ok
+        detail = "in-place reference: inputs updated like the reference's"
+        wrong = "inputs not updated like the reference's"
+        text = (
+            "The reference updates its input tensors in place and the candidate's inputs differ from the "
+            "reference's after the call: apply the same in-place update."
+        )
+    else:
+        ok = inputs_equal(ref_in, cand_in)
+        detail = "inputs bit-identical after forward()"
+        wrong = "inputs modified"
+        text = "forward() modified its input tensors; the reference does not. Write results to new output tensors."
+    if not session.check("inputs_unchanged", ok, detail if ok else f"trial {i + 1}: {wrong}"):
+        raise EarlyVerdict(Verdict.INCORRECT, text)
+
+
+def _summary(cmp: Comparison, run: int, passed: int, atol: float, rtol: float) -> CorrectnessSummary:
+    return CorrectnessSummary(
+        trials_run=run,
+        trials_passed=passed,
+        atol=atol,
+        rtol=rtol,
+        max_abs_error=cmp.max_abs_error,
+        max_rel_error=cmp.max_rel_error,
+        mismatched_elements=cmp.mismatched,
+        total_elements=cmp.total,
+    )
+
+
+def _tf32_suspect(candidate: str, cmp: Comparison, ref_out: list[torch.Tensor]) -> bool:
+    fp32 = any(t.dtype == torch.float32 for t in ref_out)
+    return fp32 and "tl.dot" in candidate and "ieee" not in candidate and cmp.max_rel_error < 5e-2

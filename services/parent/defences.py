@@ -1,0 +1,153 @@
+"""The reward-hacking defences the parent runs around and after the timed calls: re-checks of timed outputs,
+replayed outputs, work outside the timed window or on another stream, the roofline floor, and the record of
+the guards that stayed silent. The pure judgement lives in `services.parent.evidence`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from services import stats
+from services.errors import EarlyVerdict
+from services.parent import evidence
+from services.parent.session import Session
+from services.protocol.messages import Call, Called, Structure
+from services.schema import Measure, RuntimeStats, Verdict
+
+
+@dataclass(frozen=True)
+class OffWindow:
+    """Per side, per call: wall time outside the timed events, and the device-sync excess."""
+
+    overheads: dict[str, list[float]]
+    extras: dict[str, list[float]]
+
+    def excess(self) -> tuple[float, float]:
+        """The candidate's and the reference's time outside the window (20th percentile of calls)."""
+        return stats.low_quantile(self.overheads["candidate"]), stats.low_quantile(self.overheads["reference"])
+
+    def side_stream_excess(self) -> float:
+        return stats.low_quantile(self.extras["candidate"]) - stats.low_quantile(self.extras["reference"])
+
+
+def recheck(session: Session, seed: int, cand_struct: Structure, deadline: float) -> None:
+    """Compare a timed call's output with the reference's for the same (unseen) inputs."""
+    ref_h, _ = session.ask(session.ref, Call(seed=seed), Called, deadline, "re-running the reference")
+    msg, measured = session.output_mismatch(ref_h.structures[0], cand_struct, deadline)
+    session.release(deadline, session.ref)
+    if msg is not None:
+        raise session.fail(
+            "timed_output_recheck",
+            msg,
+            Verdict.REJECTED,
+            f"Rejected: an output of a timed call was wrong ({msg}) although the "
+            "correctness trials passed: outputs must be computed from each "
+            "call's inputs (no caching or replay across calls).",
+            measured,
+            session.tolerance_of(ref_h.structures[0]),
+        )
+    session.evidence.rechecks_passed += 1
+
+
+def distinct_outputs(session: Session) -> None:
+    """Every timed call had inputs never seen before, so two identical candidate outputs mean a
+    replayed result, unless the reference's outputs repeat too (an output independent of its inputs)."""
+    cand, ref = session.evidence.digests["candidate"], session.evidence.digests["reference"]
+    repeats = len(cand) - len(set(cand))
+    if repeats and len(ref) == len(set(ref)):
+        raise session.fail(
+            "timed_output_recheck",
+            f"{repeats} timed call(s) returned an earlier call's output",
+            Verdict.REJECTED,
+            "Rejected: some timed calls returned exactly the output of an earlier "
+            "call on different inputs (results cached or replayed across calls).",
+            measured={"repeated_outputs": repeats, "outputs": len(cand)},
+            thresholds={"repeated_outputs": 0},
+        )
+
+
+def _allowed_ms(session: Session, candidate: RuntimeStats) -> float:
+    """Per-call time the candidate may spend outside its window beyond the reference's."""
+    return session.settings.wall_slack_ms + 0.1 * candidate.median_ms
+
+
+def off_window_suspect(session: Session, calls: OffWindow, candidate: RuntimeStats, cpu: bool) -> bool:
+    cand_over, ref_over = calls.excess()
+    return (not cpu and cand_over - ref_over > _allowed_ms(session, candidate)) or (
+        session.defended and calls.side_stream_excess() > session.settings.side_stream_slack_ms
+    )
+
+
+def wall_clock_checks(session: Session, calls: OffWindow, candidate: RuntimeStats, cpu: bool) -> None:
+    """Work hidden outside the timed window adds a constant to each of the candidate's calls; a low quantile
+    of the per-call overhead keeps it while ignoring the scheduling spikes of a loaded host. Not compared
+    on CPU, where no speedup is reported and so hidden work would gain nothing."""
+    n = len(calls.overheads["candidate"])
+    if not cpu:
+        cand_over, ref_over = calls.excess()
+        allowed = _allowed_ms(session, candidate)
+        excess = cand_over - ref_over
+        if not session.check(
+            "timing_wall_clock",
+            excess <= allowed,
+            f"per-call time outside the timed window (20th percentile of {n} calls): candidate "
+            f"{cand_over:.3f} ms, "
+            f"reference {ref_over:.3f} ms, excess {excess:.3f} ms (allowed {allowed:.3f} ms)",
+            measured={"excess_ms": excess, "candidate_ms": cand_over, "reference_ms": ref_over, "calls": n},
+            thresholds={"excess_ms": allowed},
+        ):
+            raise EarlyVerdict(
+                Verdict.REJECTED,
+                "Rejected: the harness's wall clock saw much more time per call "
+                "than the candidate's timed window (work outside the timed region).",
+            )
+    if not session.defended:
+        return
+    extra = calls.side_stream_excess()
+    if not session.check(
+        "no_side_stream_work",
+        extra <= session.settings.side_stream_slack_ms,
+        f"device-wide sync waited {extra:.3f} ms longer than the stream sync (20th percentile of {n} calls)",
+        measured={"sync_extra_ms": extra, "calls": n},
+        thresholds={"sync_extra_ms": session.settings.side_stream_slack_ms},
+    ):
+        raise EarlyVerdict(
+            Verdict.REJECTED,
+            "Rejected: work was still running on another stream after the "
+            "timed call returned; launch everything on the current stream.",
+        )
+    session.check("timed_output_recheck", True, f"{session.evidence.rechecks_passed} timed outputs re-checked")
+
+
+def plausibility(
+    session: Session, candidate: RuntimeStats, reference: RuntimeStats, io_bytes: tuple[int, int], flops: float
+) -> list[str]:
+    """The roofline floor (a time below it is impossible: rejected) and the review flags (GPU only)."""
+    s = session.settings
+    gpu = torch.cuda.get_device_name(0)
+    ok, detail = evidence.roofline_detail(
+        gpu, *io_bytes, flops, reference.median_ms, candidate.median_ms, s.roofline_margin
+    )
+    floor = evidence.physical_floor_ms(gpu, *io_bytes, flops, reference.median_ms)
+    measured: dict[str, Measure] = {"candidate_ms": candidate.median_ms}
+    thresholds: dict[str, Measure] = {"candidate_ms": s.roofline_margin * floor} if floor is not None else {}
+    if not session.check("roofline_floor", ok, detail, measured, thresholds):
+        raise EarlyVerdict(Verdict.REJECTED, f"Rejected: the measured time is physically impossible ({detail}).")
+    if reference.median_ms / candidate.median_ms > s.review_speedup:
+        return [f"speedup above {s.review_speedup:g}x over eager: review"]
+    return []
+
+
+def record_silent_guards(session: Session) -> None:
+    """The checks whose guards fired nothing through the whole evaluation, recorded as passed."""
+    ev = session.evidence
+    for name, detail in (
+        ("custom_kernel_launched", f"{ev.guarded_calls} calls, kernels: {', '.join(sorted(ev.custom_kernels))}"),
+        ("harness_integrity", "no harness callable replaced"),
+        ("numeric_flags", "global numeric flags unchanged"),
+        ("sandbox_violation", "no forbidden file, network or process access"),
+        ("output_stable_after_return", "outputs unchanged after the call returned"),
+        ("no_new_threads", "no threads left running"),
+    ):
+        session.check(name, True, detail)

@@ -1,0 +1,50 @@
+"""Profile: where the candidate's GPU time goes, from the torch profiler in its child (GPU only)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from services.errors import EarlyVerdict
+from services.parent import evidence
+from services.parent.session import Session
+from services.protocol.messages import Profile, Profiled
+from services.schema import ProfileSummary, Verdict
+
+
+@dataclass
+class ProfileOutcome:
+    """Filled in as the stage goes: a candidate rejected for its coverage still reports its profile."""
+
+    summary: ProfileSummary | None = None
+    text: str = ""
+
+
+def profile(session: Session, policy: str, out: ProfileOutcome) -> None:
+    """Custom-kernel coverage over a few calls; under `policy` strict it must reach the configured share,
+    otherwise it must be above zero. Holds the session's timing slot: a neighbour's kernels would show up."""
+    s = session.settings
+    seeds = [session.seed("profile", i) for i in range(s.profile_calls)]
+    with session.slot():
+        reply, _ = session.ask(
+            session.cand, Profile(seeds=seeds), Profiled, time.monotonic() + s.timing_timeout_s, "profiling forward()"
+        )
+    # The profiler (CUPTI, Kineto) leaves threads of its own in the child. Timing is over and its threads were
+    # checked, so later stages count new threads from here.
+    session.evidence.thread_baseline = session.cand.threads()
+    session.evidence.custom_kernels |= evidence.launched_names(reply.launches)
+    out.summary = summary = evidence.coverage(reply.kernels, session.evidence.custom_kernels, len(seeds))
+    cov = summary.coverage
+    need = s.strict_min_coverage if policy == "strict" else 0.0
+    ok = cov >= need if need else cov > 0
+    needs = f"at least {need:.0%}" if need else "more than 0"
+    detail = f"custom kernels {cov:.1%} of GPU time (policy {policy} needs {needs})"
+    if not session.check("custom_kernel_coverage", ok, detail, {"coverage": cov}, {"coverage": need, "policy": policy}):
+        raise EarlyVerdict(
+            Verdict.REJECTED,
+            f"Rejected: your own Triton kernels account for {cov:.1%} of the GPU time "
+            f"(policy {policy} needs {needs}); "
+            "the rest runs in PyTorch or library kernels.",
+        )
+    top = ", ".join(f"{k.name[:40]} {k.share:.0%}{' (yours)' if k.custom else ''}" for k in summary.top_kernels[:3])
+    out.text = f"Custom-kernel coverage {cov:.1%}; top GPU kernels: {top}."

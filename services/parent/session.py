@@ -1,0 +1,395 @@
+"""The parent's hold on one evaluation: its two children, its secrets, and the evidence the stages gather.
+
+Every stage talks to the children through `Session.ask`, which turns each way a child can fail into a verdict
+(candidate) or ReferenceFailed (reference), and validates each reply against its message class. The nonce
+and the seed key never leave this process except the nonce, which authenticates the children's replies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import torch
+
+from services import feedback
+from services.compare import compare_outputs, structure_mismatch, tolerance
+from services.errors import (
+    ChildDied,
+    ChildTimedOut,
+    EarlyVerdict,
+    EvaluationCancelled,
+    ProtocolError,
+    ReferenceFailed,
+)
+from services.parent import evidence
+from services.protocol import tensors
+from services.protocol.channel import Deadline
+from services.protocol.messages import (
+    Call,
+    Command,
+    Deliver,
+    Delivered,
+    Failure,
+    Launches,
+    Release,
+    Released,
+    Reply,
+    Structure,
+    Time,
+    command_header,
+    decode_reply,
+    read_compile_clock,
+)
+from services.sandbox import Child
+from services.schema import Check, EvalOptions, Measure, Verdict
+from services.settings import EvalSettings
+
+MAX_DELIVERY_BYTES = 64 << 30
+R = TypeVar("R", bound=Reply)
+TimingSlot = Callable[[], AbstractContextManager[Any]]
+
+
+@dataclass
+class Evidence:
+    """What the defences gather across stages, judged where each stage ends."""
+
+    thread_baseline: set[int] = field(default_factory=set)  # the candidate child's threads before its code ran
+    custom_kernels: set[str] = field(default_factory=set)
+    guarded_calls: int = 0
+    rechecks_passed: int = 0
+    # Output digests of every call on fresh inputs (correctness trials and timed calls), per side.
+    digests: dict[str, list[tuple[int, ...]]] = field(default_factory=lambda: {"reference": [], "candidate": []})
+
+
+@dataclass(frozen=True)
+class CallLimit:
+    """How long one candidate call may take before Triton compilation is added: a floor plus a multiple of the
+    reference's parent-observed time for the same request (`basis` says so in the feedback)."""
+
+    seconds: float
+    basis: str
+
+
+class CallDeadline(Deadline):
+    """A candidate call's deadline: the call limit (never past the stage's own deadline), extended by the
+    compilation the child reports while the call runs, within what is left of the evaluation's allowance."""
+
+    def __init__(self, session: Session, limit: CallLimit, stage_deadline: float):
+        self.session = session
+        self.limit = limit
+        self.start = time.monotonic()
+        self.base = min(self.start + limit.seconds, stage_deadline)
+        self.compiled_before = session.compile_total_s
+        self.compile_s = 0.0
+        super().__init__(self.base, self._with_compilation)
+
+    def allowance_left(self) -> float:
+        return max(0.0, self.session.settings.compile_allowance_s - self.session.compile_granted_s)
+
+    def _with_compilation(self) -> float:
+        total, started = read_compile_clock(self.session.cand.tmpdir)
+        during = total + (time.monotonic() - started if started is not None else 0.0) - self.compiled_before
+        self.compile_s = min(self.allowance_left(), max(self.compile_s, during))
+        return self.base + self.compile_s
+
+    def timeout_text(self, what: str) -> str:
+        s = self.session.settings
+        text = f"Timed out while {what}: the call ran past its time limit of {self.base - self.start:.3g} s"
+        if self.base - self.start < self.limit.seconds:
+            text += " (what was left of the stage's limit)"
+        else:
+            text += f" ({self.limit.basis})"
+        if self.compile_s:
+            text += f", extended by {self.compile_s:.3g} s of Triton compilation"
+            if self.compile_s >= self.allowance_left():
+                text += f", which used up the compile allowance of {s.compile_allowance_s:g} s per evaluation"
+        return text + ". The process was killed. Look for an infinite loop or a grid that never terminates."
+
+
+class Session:
+    """One evaluation's children, secrets and checks; `slot` is held around measurements a concurrent
+    evaluation on the same GPU would disturb."""
+
+    def __init__(
+        self,
+        settings: EvalSettings,
+        options: EvalOptions,
+        device: str,
+        receive_pool: Callable[[], Any],
+        slot: TimingSlot | None = None,
+    ):
+        self.settings = settings
+        self.options = options
+        self.device = device
+        self.defended = settings.defences
+        self.nonce = secrets.token_hex(16)  # authenticates messages; the children hold it
+        self._seed_key = secrets.token_bytes(32)  # derives every seed; never leaves this process
+        self.rng = secrets.SystemRandom()
+        self.checks: list[Check] = []
+        self.evidence = Evidence()
+        self.ref: Child | None = None
+        self.cand: Child | None = None
+        self.others: list[Child] = []  # more reference children, while they time the reference
+        self.cancelled = False
+        self.reference_call_s = 0.0  # the slowest reference call the parent has seen (whole request)
+        self.compile_total_s = 0.0  # the candidate child's compile time so far, as it reports it
+        self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
+        self._receive_pool = receive_pool
+        self.slot: TimingSlot = slot or nullcontext
+
+    # -- secrets and records -----------------------------------------------------------------------------
+    def seed(self, purpose: str, i: int) -> int:
+        digest = hmac.new(self._seed_key, f"{purpose}:{i}".encode(), hashlib.sha256).digest()
+        return int.from_bytes(digest[:7], "big")
+
+    def tol(self, dtype: torch.dtype) -> tuple[float, float]:
+        s = self.settings
+        return tolerance(dtype, s.fp32_tol, s.half_tol, self.options.atol, self.options.rtol)
+
+    def stop_if_cancelled(self) -> None:
+        """A cancelled evaluation ends here, whatever its killed children's failures look like."""
+        if self.cancelled:
+            raise EvaluationCancelled("cancelled")
+
+    def check(
+        self,
+        name: str,
+        passed: bool,
+        detail: str = "",
+        measured: dict[str, Measure] | None = None,
+        thresholds: dict[str, Measure] | None = None,
+    ) -> bool:
+        """Record a check with what it measured and the thresholds it held that to (for auditing a verdict)."""
+        self.checks.append(
+            Check(name=name, passed=passed, detail=detail, measured=measured or {}, thresholds=thresholds or {})
+        )
+        return passed
+
+    def fail(
+        self,
+        name: str,
+        detail: str,
+        verdict: Verdict,
+        text: str,
+        measured: dict[str, Measure] | None = None,
+        thresholds: dict[str, Measure] | None = None,
+    ) -> EarlyVerdict:
+        """Record a failed check and return the verdict that ends the evaluation (for `raise`)."""
+        self.check(name, False, detail, measured, thresholds)
+        return EarlyVerdict(verdict, text)
+
+    def children(self) -> list[Child]:
+        return [c for c in (self.ref, self.cand, *self.others) if c is not None]
+
+    def retire(self, child: Child) -> None:
+        """Close one of the other reference children."""
+        child.close()
+        self.others.remove(child)
+
+    def close(self) -> str:
+        """Close every child; the candidate's network isolation, for the result."""
+        network = self.cand.network if self.cand else "unknown"
+        for child in self.children():
+            child.close()
+        self.others.clear()
+        return network
+
+    # -- talking to the children -------------------------------------------------------------------------
+    def call_limit(self) -> CallLimit:
+        """The limit of one candidate call: a floor plus a multiple of the slowest reference call seen."""
+        s = self.settings
+        cpu = self.device == "cpu"
+        floor = s.cpu_call_limit_floor_s if cpu else s.call_limit_floor_s
+        multiple = s.cpu_call_limit_multiple if cpu else s.call_limit_multiple
+        return CallLimit(
+            floor + multiple * self.reference_call_s,
+            f"{floor:g} s + {multiple:g} x the reference's {self.reference_call_s:.3g} s for the same call",
+        )
+
+    def ask(
+        self,
+        child: Child,
+        command: Command,
+        expect: type[R],
+        deadline: float,
+        what: str,
+        payloads: list[bytes] | None = None,
+    ) -> tuple[R, list[bytes]]:
+        """One command to a child; every way it can go wrong becomes a verdict (candidate) or
+        ReferenceFailed (reference): whatever either prints, it is never the machine's fault. A candidate's
+        forward calls run under a CallDeadline (the stage's `deadline` caps it)."""
+        is_ref = child is not self.cand
+        self.stop_if_cancelled()
+        limited = not is_ref and isinstance(command, Call | Time)
+        wait: float | CallDeadline = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
+        sent = time.monotonic()
+        try:
+            header, data = child.request(command_header(command), wait, payloads)
+            reply = decode_reply(expect, header)
+        except ChildTimedOut:
+            self.stop_if_cancelled()
+            if is_ref:
+                raise ReferenceFailed(f"the reference timed out while {what}") from None
+            limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
+            self.check(
+                "time_limit",
+                False,
+                f"no reply while {what}",
+                measured={"waited_s": round(time.monotonic() - sent, 3)},
+                thresholds={"limit_s": round(limit_s, 3)},
+            )
+            if isinstance(wait, CallDeadline):
+                raise EarlyVerdict(Verdict.TIMEOUT, wait.timeout_text(what)) from None
+            raise EarlyVerdict(
+                Verdict.TIMEOUT,
+                f"Timed out while {what}; the process was killed. Look for an "
+                "infinite loop or a grid that never terminates.",
+            ) from None
+        except ChildDied as died:
+            self.stop_if_cancelled()
+            if is_ref:
+                raise ReferenceFailed(f"the reference process died ({died.reason}) while {what}") from None
+            hint = feedback.signal_hint(died.signal_name)
+            raise EarlyVerdict(
+                Verdict.CRASHED, f"The candidate process {died.reason} while {what}" + (f" ({hint})." if hint else ".")
+            ) from None
+        except ProtocolError as exc:
+            if is_ref:
+                raise ReferenceFailed(f"bad message from the reference: {exc}") from None
+            raise EarlyVerdict(
+                Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
+            ) from None
+        finally:
+            if isinstance(wait, CallDeadline):
+                self.compile_granted_s += wait.compile_s
+        if is_ref and isinstance(command, Call):
+            self.reference_call_s = max(self.reference_call_s, time.monotonic() - sent)
+        if not is_ref:
+            self.compile_total_s = reply.compile_total_s
+        if not is_ref and self.defended:
+            self.judge_guards(reply)
+        if isinstance(reply, Failure):
+            tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
+            context = reply.context or what
+            if is_ref or reply.error == "reference_error":
+                who = "reference" if is_ref else "candidate"
+                raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
+            verdict = Verdict.COMPILE_ERROR if reply.error == "compile_error" else Verdict.RUNTIME_ERROR
+            raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
+        return reply, data
+
+    def release(self, deadline: float, *children: Child) -> None:
+        for child in children or (self.ref, self.cand):
+            self.ask(child, Release(), Released, deadline, "releasing tensors")
+
+    def receive(self, child: Child, what: str, structure: Structure, deadline: float) -> list[torch.Tensor]:
+        """Have a child deliver the tensors of its kept `what` into buffers this process owns."""
+        specs = tensors.tensor_specs(structure)
+        try:
+            tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
+        except ValueError as exc:
+            raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
+        if self.device == "cpu":
+            _, data = self.ask(child, Deliver(what=what), Delivered, deadline, f"delivering its {what}")
+            if len(data) != len(specs):
+                raise EarlyVerdict(
+                    Verdict.CRASHED, "The candidate process delivered a different number of tensors than it described."
+                )
+            try:
+                return [tensors.from_bytes(b, d, shape) for b, (d, shape) in zip(data, specs, strict=True)]
+            except ValueError as exc:
+                raise EarlyVerdict(
+                    Verdict.CRASHED, f"The candidate process delivered malformed tensors: {exc}."
+                ) from None
+        pool = self._receive_pool()
+        with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
+            bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
+        descs = [tensors.share_cuda(b) for b in bufs]
+        self.ask(child, Deliver(what=what, buffers=descs), Delivered, deadline, f"delivering its {what}")
+        return bufs
+
+    def output_mismatch(
+        self, ref_struct: Structure, cand_struct: Structure, deadline: float
+    ) -> tuple[str | None, dict[str, Measure]]:
+        """What is wrong with the candidate's kept output against the reference's (None when it matches), and
+        what the comparison measured."""
+        msg = structure_mismatch(ref_struct, cand_struct)
+        if msg is not None:
+            return msg, {"structure_matches": False}
+        ref_out = self.receive(self.ref, "output", ref_struct, deadline)
+        cand_out = self.receive(self.cand, "output", cand_struct, deadline)
+        cmp = compare_outputs(ref_out, cand_out, self.tol)
+        measured: dict[str, Measure] = {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
+        return (None if cmp.ok else cmp.reason), measured
+
+    def tolerance_of(self, structure: Structure) -> dict[str, Measure]:
+        """The thresholds an output of this structure is compared with."""
+        specs = tensors.tensor_specs(structure)
+        atol, rtol = self.tol(specs[0][0] if specs else torch.float32)
+        return {"structure_matches": True, "mismatched_elements": 0, "atol": atol, "rtol": rtol}
+
+    # -- evidence the defences judge after every candidate call -------------------------------------------
+    def judge_guards(self, reply: Reply) -> None:
+        """Reject on anything the candidate child's guards saw since its last reply."""
+        found = evidence.guard_violations(reply)
+        for v in found:
+            self.check(v.code, False, v.detail, v.measured, v.thresholds)
+        if found:
+            raise EarlyVerdict(Verdict.REJECTED, found[0].feedback)
+
+    def guard_process(self, what: str, processes: bool = True) -> None:
+        """Threads (and, unless told not to, processes) the candidate left behind, read from /proc."""
+        if not self.defended:
+            return
+        new_threads = self.cand.threads() - self.evidence.thread_baseline
+        if new_threads:
+            raise self.fail(
+                "no_new_threads",
+                f"{len(new_threads)} new OS thread(s) still alive after {what}",
+                Verdict.REJECTED,
+                "Rejected: the candidate left new threads running after a call "
+                "(work must finish inside forward(), on the caller's stream).",
+                measured={"new_threads": len(new_threads)},
+                thresholds={"new_threads": 0},
+            )
+        procs = self.cand.session_processes() if processes else []
+        if procs:
+            raise self.fail(
+                "no_child_processes",
+                f"{len(procs)} process(es) alive after {what}",
+                Verdict.REJECTED,
+                "Rejected: the candidate spawned processes.",
+                measured={"processes": len(procs)},
+                thresholds={"processes": 0},
+            )
+
+    def require_launches(self, launches: list[Launches], what: str) -> None:
+        """Every forward call must launch at least one Triton kernel the candidate defines (B7/B8)."""
+        if not self.defended:
+            return
+        missing = evidence.missing_launches(launches)
+        self.evidence.guarded_calls += len(launches)
+        self.evidence.custom_kernels |= evidence.launched_names(launches)
+        if missing:
+            raise self.fail(
+                "custom_kernel_launched",
+                f"{missing} call(s) in {what} launched no @triton.jit kernel defined by the candidate",
+                Verdict.REJECTED,
+                "Rejected: forward() must launch your own @triton.jit kernels on every "
+                f"call; {what} ran without one (computing the result in PyTorch, or "
+                "launching a kernel only once, does not count).",
+                measured={"calls_without_launch": missing, "calls": len(launches)},
+                thresholds={"calls_without_launch": 0},
+            )
+
+    def record_digest(self, side: str, digest: list[int] | None) -> None:
+        """Output digest of a call on fresh inputs (the compiled-reference side is not tracked)."""
+        if digest is not None and side in self.evidence.digests:
+            self.evidence.digests[side].append(tuple(digest))

@@ -1,0 +1,222 @@
+"""Timing: reference and candidate calls on unseen inputs, alternating in blocks, reduced in the parent.
+
+Each call is timed by CUDA events in its child and checked against the parent's own wall clock around the
+request; the per-call time outside the events (and how much longer a device-wide sync waits than the stream
+sync) is kept for the wall-clock defences. Sampling is adaptive: it stops once the 95% CI of every timed
+side's median is within `target_ci_rel`, or at a cap (calls or wall time), and each side reports the width it
+reached. A reference side is timed in several processes (`reference_processes`) and reported as the mean of
+their medians, because one process's median is not the reference's time; a stored reference timing is reused
+after a few fresh calls fall within the range of its per-process medians, and timed again when they do not.
+The candidate is timed in its one process; its median estimates the same per-process quantity.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from services import feedback, stats
+from services.parent import defences
+from services.parent.session import Session
+from services.protocol.messages import Structure, Time, Timed, Variant
+from services.sandbox import Child
+from services.schema import RuntimeStats, Verdict
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """Which sides to time (side -> which child, which variant), their stored statistics, the wall cap of one
+    sampling loop, how many processes a reference side is timed in, and how to take and start more reference
+    children."""
+
+    sides: dict[str, tuple[str, Variant]]
+    stored: dict[str, RuntimeStats]
+    cap_s: float
+    processes: int
+    acquire_references: Callable[[int], list[Child]]
+    start_reference: Callable[[Child], None]
+
+
+@dataclass
+class TimingOutcome:
+    """Filled in as the stage goes: a candidate rejected by a timing defence still reports its statistics."""
+
+    runtimes: dict[str, RuntimeStats] = field(default_factory=dict)
+    from_cache: list[str] = field(default_factory=list)  # sides whose statistics came from stored timings
+    text: str = ""
+
+
+class _Timer:
+    """Times calls of one or more sides, each on its child, and applies the per-call checks (clock sanity,
+    guards, launches, re-checks). `samples`, `overheads` and `extras` keep every kept call, per side."""
+
+    def __init__(self, session: Session, children: dict[str, tuple[Child, Variant]], deadline: float, purpose: str):
+        self.session = session
+        self.children = children
+        self.deadline = deadline
+        self.purpose = purpose
+        self.samples: dict[str, list[float]] = {side: [] for side in children}
+        self.overheads: dict[str, list[float]] = {side: [] for side in children}
+        self.extras: dict[str, list[float]] = {side: [] for side in children}
+        self.count = 0
+        self.last_candidate: tuple[int, Structure] | None = None
+
+    def __call__(self, side: str, keep: bool) -> tuple[float, float]:
+        s = self.session
+        child, variant = self.children[side]
+        self.count += 1
+        seed = s.seed(self.purpose, self.count)
+        sent = time.perf_counter()
+        h, _ = s.ask(child, Time(seed=seed, variant=variant), Timed, self.deadline, f"timing ({side})")
+        wall_ms = (time.perf_counter() - sent) * 1e3
+        if self.purpose == "time":  # the evaluation's own children: their outputs feed the replay check
+            s.record_digest(side, h.digest)
+        if not (0 < h.ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(h.ms):
+            raise s.fail(
+                "timing_wall_clock",
+                f"{side} reported {h.ms:.4g} ms inside {wall_ms:.4g} ms",
+                Verdict.REJECTED,
+                "Rejected: a reported time is impossible against the harness's own clock.",
+                measured={"reported_ms": h.ms, "wall_ms": wall_ms},
+                thresholds={"reported_ms": wall_ms * 1.01 + 0.05},
+            )
+        if side == "candidate":
+            s.guard_process("a timed call", processes=False)
+            s.require_launches(h.launches, "a timed call")
+            self.last_candidate = (seed, h.structure)
+            if keep and s.defended and s.rng.random() < s.settings.recheck_fraction:
+                defences.recheck(s, seed, h.structure, self.deadline)
+        if keep:
+            self.samples[side].append(h.ms)
+            self.overheads[side].append(wall_ms - h.ms)
+            self.extras[side].append(h.sync_extra_ms)
+        return wall_ms - h.ms, h.sync_extra_ms
+
+    def warm_up(self, warm_ms: float, cap_s: float) -> int:
+        """Calls by time on every side before any sample counts; returns the block length: about 25 ms of the
+        slowest side's calls, the same for every side, so that drift between blocks cancels."""
+        t = time.monotonic()
+        slowest = 0.0
+        for side in self.children:
+            spent, calls = 0.0, 0
+            while calls < 2 or spent < warm_ms:
+                before = time.perf_counter()
+                self(side, keep=False)
+                spent += (time.perf_counter() - before) * 1e3
+                calls += 1
+                if time.monotonic() - t > cap_s:
+                    break
+            slowest = max(slowest, spent / calls)
+        return max(2, min(50, int(25.0 / max(slowest, 1e-3))))
+
+    def sample(self, sides: list[str], block: int, min_calls: int, cap_s: float) -> None:
+        """Blocks of calls, side after side, until every side's median is precise enough, or at a cap."""
+        s = self.session.settings
+        t = time.monotonic()
+        while True:
+            for side in sides:
+                for _ in range(block):
+                    self(side, keep=True)
+            n = min(len(self.samples[side]) for side in sides)
+            precise = all(
+                stats.ci_rel_halfwidth(self.samples[side], s.timer_resolution_ms) <= s.target_ci_rel for side in sides
+            )
+            if (n >= min_calls and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
+                return
+
+
+def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
+    """Time the sides into `out`, then run the timing defences. Holds the session's timing slot while calls are
+    timed; other reference children are started and loaded outside it."""
+    s = session.settings
+    cpu = session.device == "cpu"
+    children = {
+        side: (session.ref if role == "reference" else session.cand, variant)
+        for side, (role, variant) in plan.sides.items()
+    }
+    min_calls = 3 if cpu else s.min_timed_calls
+    target = None if cpu else s.target_ci_rel
+    # Nothing stored: the reference will be timed in more processes. Their children start now, side by side,
+    # while this evaluation waits for and holds the slot.
+    spare = plan.acquire_references(plan.processes - 1) if not plan.stored else []
+    with session.slot():
+        # The deadline starts once the slot is held: waiting for other evaluations is not the candidate's time.
+        deadline = time.monotonic() + s.timing_timeout_s
+        timer = _Timer(session, children, deadline, "time")
+        block = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
+        accepted = _revalidate(timer, plan.stored) if plan.stored else {}
+        timer.sample([side for side in plan.sides if side not in accepted], block, min_calls, plan.cap_s)
+        if session.defended:
+            defences.recheck(session, *timer.last_candidate, deadline)
+            defences.distinct_outputs(session)
+        calls = defences.OffWindow(timer.overheads, timer.extras)
+        if defences.off_window_suspect(session, calls, stats.summarize(timer.samples["candidate"]), cpu):
+            # Confirm on fresh calls, reference and candidate alternating, before rejecting: a neighbour's
+            # burst of host or GPU work can shift one side's overheads for a while, hidden work shifts every call.
+            calls = defences.OffWindow({"reference": [], "candidate": []}, {"reference": [], "candidate": []})
+            for _ in range(s.confirm_calls):
+                for side in calls.overheads:
+                    over, extra = timer(side, keep=False)
+                    calls.overheads[side].append(over)
+                    calls.extras[side].append(extra)
+    session.guard_process("the timed calls")
+    defences.wall_clock_checks(session, calls, stats.summarize(timer.samples["candidate"]), cpu)
+    remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
+    if remeasured and not spare:  # a stored timing that did not revalidate
+        spare = plan.acquire_references(plan.processes - 1)
+    others = _other_processes(session, plan, spare, remeasured, min_calls) if remeasured else []
+    out.runtimes = {
+        side: accepted.get(side)
+        or stats.pool([timer.samples[side], *(o[side] for o in others if side in o)], s.timer_resolution_ms, target)
+        for side in plan.sides
+    }
+    out.from_cache = sorted(accepted)
+    if cpu:
+        out.text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
+    else:
+        cand, ref = out.runtimes["candidate"], out.runtimes["reference"]
+        out.text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
+
+
+def _revalidate(timer: _Timer, stored: dict[str, RuntimeStats]) -> dict[str, RuntimeStats]:
+    """A few fresh calls of each stored side, alternating with the candidate's; a stored timing is kept when
+    their median falls within the range of its per-process medians (widened by the tolerance). A reference whose
+    per-process state is bimodal then revalidates in either state, and a real drift is timed again."""
+    s = timer.session.settings
+    for _ in range(s.reference_cache_calls):
+        for side in timer.children:
+            timer(side, keep=True)
+    accepted = {}
+    for side, cached in stored.items():
+        fresh = statistics.median(timer.samples[side])
+        medians = cached.process_medians_ms or [cached.median_ms]
+        tol = s.reference_cache_tolerance
+        if min(medians) > 0 and min(medians) * (1 - tol) <= fresh <= max(medians) * (1 + tol):
+            accepted[side] = cached
+    return accepted
+
+
+def _other_processes(
+    session: Session, plan: TimingPlan, children: list[Child], sides: list[str], min_calls: int
+) -> list[dict[str, list[float]]]:
+    """The reference sides timed in more reference children, one after another: each is given its job and
+    loaded outside the timing slot, then warmed up and sampled alone inside it, within its own
+    `timing_timeout_s`."""
+    s = session.settings
+    found = []
+    for n, child in enumerate(children):
+        try:
+            plan.start_reference(child)
+            with session.slot():
+                deadline = time.monotonic() + s.timing_timeout_s
+                variants = {side: (child, plan.sides[side][1]) for side in sides}
+                timer = _Timer(session, variants, deadline, f"time{n + 1}")
+                block = timer.warm_up(0.0 if session.device == "cpu" else s.warmup_ms, plan.cap_s)
+                timer.sample(sides, block, min_calls, plan.cap_s)
+            found.append(timer.samples)
+        finally:
+            session.retire(child)
+    return found

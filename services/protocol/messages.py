@@ -1,0 +1,277 @@
+"""The messages between the trusted parent and a child: one typed class per command and per reply.
+
+Parent -> child: `Job` once, then `Load`, `Call`, `Time`, `Profile`, `Deliver`, `Release`, `Exit`.
+Child -> parent: `Ready` before the job; then, for each command, its reply class or a `Failure`. Every reply
+after the job carries the job's nonce, a sequence number (checked by `sandbox.Child`) and, from a child that
+runs the defences, the guards' report. The parent validates each reply against the class it expects
+(`decode`): a missing field or a wrong type is a ProtocolError, as a broken child, never a KeyError in the
+parent. The messages are versioned with the result schema (`PROTOCOL_VERSION`); a child answers a job of
+another version with a ProtocolError, so parent and child code never mix across protocol changes.
+
+Plain dataclasses on the child's side (built and encoded with the standard library, whose functions the
+guards snapshot); pydantic validation only in the parent.
+
+One side channel: the candidate child publishes the time it has spent in Triton's compiler (and autotuner) in
+the file `COMPILE_CLOCK` of its private directory, which the parent reads only when a call's deadline passes,
+to extend it by the compilation in progress (within an allowance; see `services.parent.session.CallLimit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeVar
+
+from services.errors import ProtocolError
+from services.schema import PROTOCOL_VERSION
+
+Variant = Literal["eager", "compiled"]
+Kept = Literal["output", "output2", "inputs"]
+Structure = dict[str, Any]  # services.protocol.tensors.describe's JSON description of a value
+Launches = dict[str, int]  # the candidate's own kernels launched by one forward call, by name
+COMPILE_CLOCK = ".kg_compile_clock"
+_CLOCK_BYTES = 64
+
+
+# -- parent -> child ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Command:
+    cmd: ClassVar[str]
+
+
+@dataclass(frozen=True)
+class Job(Command):
+    """What a started child serves, sent once; the candidate's source only to a candidate child."""
+
+    cmd: ClassVar[str] = "job"
+    nonce: str
+    role: Literal["reference", "candidate"]
+    device: str
+    reference_source: str
+    candidate_source: str | None
+    init_seed: int
+    l2_flush_factor: float
+    launch_shield_cycles: int
+    defences: bool
+    protocol: str = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
+class Load(Command):
+    """Import the reference (and the candidate), construct the model, move it to the device."""
+
+    cmd: ClassVar[str] = "load"
+
+
+@dataclass(frozen=True)
+class Call(Command):
+    """A correctness call on inputs from `seed`. `repeat` 2 also runs a second call on fresh copies (the
+    determinism check); `poison` lists (dtype, shape) blocks to fill with garbage first; `sizes` replaces size
+    globals of the reference module for this call only (hidden sizes); `neutralised` skips every launch of the
+    candidate's own kernels during the call (the output-dependence check)."""
+
+    cmd: ClassVar[str] = "call"
+    seed: int
+    repeat: int = 1
+    poison: list[tuple[str, list[int]]] = field(default_factory=list)
+    count_flops: bool = False
+    sizes: dict[str, int] = field(default_factory=dict)
+    variant: Variant = "eager"
+    neutralised: bool = False
+
+
+@dataclass(frozen=True)
+class Time(Command):
+    """One timed call on inputs from `seed`, between CUDA events after an L2 flush."""
+
+    cmd: ClassVar[str] = "time"
+    seed: int
+    variant: Variant = "eager"
+
+
+@dataclass(frozen=True)
+class Profile(Command):
+    """GPU time per kernel over one call per seed."""
+
+    cmd: ClassVar[str] = "profile"
+    seeds: list[int]
+
+
+@dataclass(frozen=True)
+class Deliver(Command):
+    """Hand over the tensors kept from the last call: as payloads (CPU) or copied into the parent's `buffers`
+    (CUDA IPC descriptors from `services.protocol.tensors.share_cuda`)."""
+
+    cmd: ClassVar[str] = "deliver"
+    what: Kept
+    buffers: list[dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class Release(Command):
+    """Drop the tensors kept from the last call."""
+
+    cmd: ClassVar[str] = "release"
+
+
+@dataclass(frozen=True)
+class Exit(Command):
+    cmd: ClassVar[str] = "exit"
+
+
+COMMANDS: dict[str, type[Command]] = {c.cmd: c for c in (Job, Load, Call, Time, Profile, Deliver, Release, Exit)}
+
+
+def command_header(command: Command) -> dict[str, Any]:
+    return {"cmd": command.cmd, **dataclasses.asdict(command)}
+
+
+def parse_command(header: dict[str, Any]) -> Command:
+    """A command from the parent (trusted: built by `command_header`)."""
+    cls = COMMANDS[header["cmd"]]
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in header.items() if k in names})
+
+
+# -- child -> parent ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Ready:
+    """A started child, torch imported, waiting for its job."""
+
+    pid: int
+    network: str
+    protocol: str = PROTOCOL_VERSION
+    msg: Literal["ready"] = "ready"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Fields every reply after the job carries; the guards' report is None where a child sent none."""
+
+    nonce: str = ""
+    seq: int = 0
+    ok: bool = True
+    compile_total_s: float = 0.0  # the child's time in Triton's compiler so far (candidate only)
+    tampered: list[str] | None = None
+    flags_changed: dict[str, list[Any]] | None = None
+    violations: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Failure(Reply):
+    """User code raised (`compile_error`, `runtime_error`, `reference_error`) or the harness did (`internal`)."""
+
+    ok: bool = False
+    error: Literal["compile_error", "runtime_error", "reference_error", "internal"] = "internal"
+    context: str = ""
+    traceback: str = ""
+
+
+@dataclass(frozen=True)
+class Loaded(Reply):
+    load_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Called(Reply):
+    """A correctness call: one output structure per repeat, the inputs after the call, and what the guards saw."""
+
+    structures: list[Structure] = field(default_factory=list)
+    inputs: Structure = field(default_factory=dict)
+    mutated: bool = False
+    call_s: float = 0.0
+    launches: list[Launches] = field(default_factory=list)
+    unstable: bool = False
+    flops: float | None = None
+    digest: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class Timed(Reply):
+    """One timed call: the event time, how much longer a device-wide sync waited than the stream's, the output."""
+
+    ms: float = 0.0
+    sync_extra_ms: float = 0.0
+    structure: Structure = field(default_factory=dict)
+    launches: list[Launches] = field(default_factory=list)
+    unstable: bool = False
+    digest: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class Profiled(Reply):
+    kernels: list[tuple[str, float, int]] = field(default_factory=list)  # name, GPU µs summed, calls
+    launches: list[Launches] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Delivered(Reply):
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class Released(Reply):
+    pass
+
+
+def reply_header(reply: Reply | Ready) -> dict[str, Any]:
+    return dataclasses.asdict(reply)
+
+
+def compile_clock_record(total_s: float, started: float | None) -> bytes:
+    """The COMPILE_CLOCK file's content: seconds compiled so far, and the `time.monotonic()` at which the
+    compilation in progress started (None when none is)."""
+    return json.dumps([total_s, started]).encode().ljust(_CLOCK_BYTES)
+
+
+def read_compile_clock(directory: str) -> tuple[float, float | None]:
+    """What a child published in COMPILE_CLOCK; (0, None) for anything unreadable (the candidate can write it)."""
+    try:
+        with open(os.path.join(directory, COMPILE_CLOCK), "rb") as f:
+            total, started = json.loads(f.read(_CLOCK_BYTES))
+        return max(0.0, float(total)), None if started is None else float(started)
+    except (OSError, ValueError, TypeError):
+        return 0.0, None
+
+
+R = TypeVar("R")
+
+# Fields a reply of each class must carry (besides the envelope); a reply that lacks one is malformed.
+_REQUIRED: dict[type, tuple[str, ...]] = {
+    Ready: ("pid", "network", "protocol", "msg"),
+    Failure: ("error", "context", "traceback"),
+    Loaded: ("load_s",),
+    Called: ("structures", "inputs", "mutated", "launches", "unstable"),
+    Timed: ("ms", "structure", "launches", "unstable"),
+    Profiled: ("kernels", "launches"),
+    Delivered: ("count",),
+    Released: (),
+}
+
+
+@functools.cache
+def _adapter(cls: type) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls)
+
+
+def decode(cls: type[R], header: dict[str, Any]) -> R:
+    """Validate a child's message as `cls` (in the parent): any missing or mistyped field is a ProtocolError."""
+    from pydantic import ValidationError
+
+    missing = [name for name in _REQUIRED[cls] if name not in header]
+    if missing:
+        raise ProtocolError(f"{cls.__name__} without {', '.join(missing)}")
+    try:
+        return _adapter(cls).validate_python(header)
+    except ValidationError as exc:
+        raise ProtocolError(f"malformed {cls.__name__}: {exc.errors()[0]['msg']}") from None
+
+
+def decode_reply(cls: type[R], header: dict[str, Any]) -> R | Failure:
+    """The reply to a command: `cls` when the child says ok, else its Failure."""
+    return decode(cls, header) if header.get("ok", False) is True else decode(Failure, header)
