@@ -9,6 +9,8 @@
 #   bench/gpu_acceptance.sh 3 "$OUT"   # repeatability, then service throughput (serial and pipelined, one run)
 #   bench/gpu_acceptance.sh 4 "$OUT"   # the 500-evaluation soak through the service
 #
+# On a GPU machine without network access, first `source bench/offline_bundle.sh use DIR` (a bundle made with
+# `bench/offline_bundle.sh make DIR` where there is network): the service's packages and redis-server.
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 3 (problem files are never committed).
 set -uo pipefail
 part=${1:?part 1-4}
