@@ -17,12 +17,22 @@ FINAL = ("done", "cancelled", "failed")
 
 
 class KernelGymError(RuntimeError):
-    """An HTTP error from the service, with its status code and the service's message."""
+    """An HTTP error from the service, with its status code, the service's message and, on a 429 or 503, the
+    seconds its `Retry-After` asks the caller to wait."""
 
-    def __init__(self, status_code: int, detail: Any):
+    def __init__(self, status_code: int, detail: Any, retry_after: float | None = None):
         super().__init__(f"HTTP {status_code}: {detail}")
         self.status_code = status_code
         self.detail = detail
+        self.retry_after = retry_after
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds (the service sends delta-seconds; an HTTP date is not used)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -99,7 +109,7 @@ class KernelGymClient:
                 detail = response.json().get("detail")
             except ValueError:
                 detail = response.text
-            raise KernelGymError(response.status_code, detail)
+            raise KernelGymError(response.status_code, detail, _retry_after(response.headers.get("retry-after")))
         return response
 
     @staticmethod
@@ -147,11 +157,18 @@ class KernelGymClient:
         return Evaluation.of(self._call("GET", f"/evaluations/{evaluation_id}", wait, params={"wait": wait}).json())
 
     def wait(self, evaluation_id: str, timeout: float, poll: float = 30.0) -> Evaluation:
-        """Long-poll until the evaluation is final or `timeout` seconds have passed."""
+        """Long-poll until the evaluation is final or `timeout` seconds have passed. A 429 or 503 with
+        `Retry-After` (a rate limit, Redis restarting) waits as asked and polls again while time is left."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
-            evaluation = self.get(evaluation_id, wait=max(0.0, min(poll, remaining)))
+            try:
+                evaluation = self.get(evaluation_id, wait=max(0.0, min(poll, remaining)))
+            except KernelGymError as exc:
+                if exc.retry_after is None or time.monotonic() + exc.retry_after >= deadline:
+                    raise
+                time.sleep(exc.retry_after)
+                continue
             if evaluation.finished or remaining <= 0:
                 return evaluation
 

@@ -12,6 +12,7 @@ from rl_client.algorithms import (
     RewardSpec,
     failure_after_success_mask,
     grpo_advantages,
+    judged_mask,
     mismatch_rejection,
     prs_keep,
     trloo_advantages,
@@ -71,6 +72,14 @@ def test_failure_after_success_leaves_the_loss():
     r = torch.tensor([[0.0, 1.0, 0.0, 0.5], [0.0, 0.0, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])
     mask = torch.tensor([[T, T, T, T], [T, T, T, T], [T, T, F, T]])
     assert failure_after_success_mask(r, mask).tolist() == [[T, T, F, T], [T, T, T, T], [T, F, F, F]]
+
+
+def test_a_trajectory_with_an_unjudged_turn_leaves_the_loss_and_the_baselines():
+    fault = torch.tensor([[F, F], [F, T], [T, F]])
+    assert judged_mask(fault).tolist() == [[T, T], [F, F], [F, F]]
+    # Its zero reward would otherwise lower the others' baseline: here the judged member is alone in its group.
+    adv = trloo_advantages(torch.tensor([[0.5, 0.5], [0.0, 0.0], [0.0, 0.0]]), judged_mask(fault), ["p"] * 3)
+    assert adv.tolist() == [[1.0, 0.5], [0.0, 0.0], [0.0, 0.0]]
 
 
 def test_mismatch_rejection_band_and_token_veto():

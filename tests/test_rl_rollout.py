@@ -41,13 +41,14 @@ def test_turns_are_scored_and_feedback_reaches_the_next_prompt(scorer, problems)
     assert [o.verdict for o in first] == ["passed", None, "incorrect"]
     assert [o.reward.reward for o in first] == [0.5, 0.0, 0.0]  # CPU: no speedup or coverage
     assert "no ```python```" in first[1].feedback
+    assert not any(o.service_fault for o in first)  # an answer without code is the policy's own failure
     assert all(ep.group == RELU for ep in episodes)
     second_prompt = episodes[2].turns[1].prompt
     assert second_prompt[-2]["content"] == wrong and "mismatch" in second_prompt[-1]["content"].lower()
     assert [ep.turns[1].outcome.verdict for ep in episodes] == ["passed"] * 3
 
 
-def test_a_timed_out_evaluation_scores_zero_without_stalling_the_batch(stack, problems):
+def test_a_timed_out_evaluation_is_a_service_fault_and_does_not_stall_the_batch(stack, problems):
     sleepy = relu_candidate("import time\ntime.sleep(60)\nreturn triton_relu(x)")
     slow = f"```python\n{sleepy}```"
     good = f"```python\n{bundled_source(RELU)}```"
@@ -57,7 +58,8 @@ def test_a_timed_out_evaluation_scores_zero_without_stalling_the_batch(stack, pr
         outcomes = scorer.score(jobs)
         scorer.close()
     assert outcomes[0].reward.reward == 0.0 and "did not finish" in outcomes[0].feedback
-    assert outcomes[1].verdict == "passed"
+    assert outcomes[0].service_fault  # never judged: a trainer leaves it out
+    assert outcomes[1].verdict == "passed" and not outcomes[1].service_fault
 
 
 def test_problem_sources(tmp_path, problems):

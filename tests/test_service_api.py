@@ -236,6 +236,7 @@ def test_a_valid_key_is_accepted_and_limits_apply(keyed):
             for _ in range(25):
                 gym.problems()
         assert err.value.status_code == 429 and "rate limit" in str(err.value)
+        assert 0 < err.value.retry_after <= 60  # the client carries the service's Retry-After
 
 
 def test_development_mode_is_refused_on_a_public_address():

@@ -1,5 +1,5 @@
 """Faults of the service's parts, each against its own live stack: a worker killed mid-evaluation, a
-candidate that keeps killing its worker, Redis restarted with evaluations queued."""
+candidate that keeps killing its worker, Redis restarted with evaluations queued (and a client waiting on one)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -106,17 +107,22 @@ def test_a_candidate_that_keeps_killing_its_worker_ends_crashed(make_stack):
         assert after.verdict == "passed"
 
 
-def test_queued_evaluations_survive_a_redis_restart(make_stack):
+def test_queued_evaluations_survive_a_redis_restart_and_a_waiting_client_rides_it_out(make_stack):
     stack = make_stack()
-    with KernelGymClient(stack.base_url, timeout=30) as gym:
+    with KernelGymClient(stack.base_url, timeout=30) as gym, ThreadPoolExecutor(1) as pool:
         queued = [gym.evaluate(unique(bundled_source(RELU)), problem_id=RELU, wait=0) for _ in range(3)]
         assert {e.status for e in queued} == {"queued"}
+        waiting = pool.submit(gym.wait, queued[0].id, 300, 2.0)  # long-polls across the restart
+        time.sleep(1.0)
         stack.stop_redis()
+        time.sleep(3.0)  # its polls get 503 with Retry-After meanwhile, and it waits as told
+        assert not waiting.done()
         stack.start_redis()  # same port and data directory: the append-only file is replayed
         stack.start_worker()
         stack.wait_ready()
-        finals = [gym.wait(e.id, timeout=300) for e in queued]
-        assert [f.verdict for f in finals] == ["passed"] * 3
+        assert waiting.result().verdict == "passed"
+        finals = [gym.wait(e.id, timeout=300) for e in queued[1:]]
+        assert [f.verdict for f in finals] == ["passed"] * 2
 
 
 def test_redis_down_answers_503_with_retry_after(make_stack, tmp_path):

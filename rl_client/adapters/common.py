@@ -53,6 +53,7 @@ def outcome_dict(outcome: TurnOutcome) -> dict[str, Any]:
         "coverage": outcome.coverage,
         "feedback": outcome.feedback,
         "evaluation_id": outcome.evaluation_id,
+        "service_fault": outcome.service_fault,
     }
 
 
@@ -68,4 +69,5 @@ def outcome_metrics(outcome: TurnOutcome) -> dict[str, float]:
         "rejected": float(outcome.verdict == "rejected"),
         "speedup": outcome.speedup or 0.0,
         "coverage": outcome.coverage or 0.0,
+        "service_fault": float(outcome.service_fault),
     }

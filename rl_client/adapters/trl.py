@@ -17,7 +17,6 @@ from typing import Any
 
 from rl_client.adapters.common import job_from_label
 from rl_client.algorithms.rewards import DRKERNEL_PR, RewardSpec
-from rl_client.prompts import extract_code
 from rl_client.settings import RLSettings
 
 TRL_KWARGS = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
@@ -81,11 +80,7 @@ class KernelGymReward:
             raise ValueError(f"{len(completions)} completions but {len(labels)} labels")
         answers = [completion_text(c) for c in completions]
         outcomes = self.scorer.score([job_from_label(label, a) for label, a in zip(labels, answers, strict=True)])
-        has_code = [extract_code(a).code is not None for a in answers]
-        rewards = [
-            o.reward.reward if o.verdict is not None or not code else None
-            for o, code in zip(outcomes, has_code, strict=True)
-        ]
+        rewards = [None if o.service_fault else o.reward.reward for o in outcomes]
         self.last_outcomes = [
             {"verdict": o.verdict, "speedup": o.speedup, "coverage": o.coverage, "feedback": o.feedback}
             for o in outcomes

@@ -165,9 +165,11 @@ def train_config(primed: Primed, opts: DemoOptions) -> TrainConfig:
 
 
 def step_record(step: int, metrics: dict[str, float], outcomes: list[list[TurnOutcome]], seconds: float) -> dict:
-    """One step's figures: rates over all answers (every episode has `TURNS` turns) and per turn."""
-    flat = [o for turns in outcomes for o in turns]
-    n = len(flat)
+    """One step's figures: rates over the answers the service judged (every episode has `TURNS` turns), overall
+    and per turn; `service_faults` counts those it did not (they are not trained on either)."""
+    everything = [o for turns in outcomes for o in turns]
+    flat = [o for o in everything if not o.service_fault]
+    n = max(1, len(flat))
     speedups = [o.speedup for o in flat if o.correct and o.speedup]
     record: dict[str, Any] = {
         "step": step,
@@ -178,6 +180,7 @@ def step_record(step: int, metrics: dict[str, float], outcomes: list[list[TurnOu
         "fast_1.0": sum(is_fast(o.correct, o.speedup, 1.0) for o in flat) / n,
         "geomean_speedup": math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None,
         "new_evaluations": sum(1 for o in flat if o.verdict is not None and not o.cached),
+        "service_faults": len(everything) - len(flat),
     }
     for t in range(TURNS):
         record[f"correct_turn{t + 1}"] = metrics[f"correct/turn{t + 1}"]
@@ -250,7 +253,9 @@ def run(
             stack = resources.enter_context(LocalStack(device_class="cpu" if opts.device == "cpu" else "gpu"))
             log(f"starting Redis, the gateway and a {stack.device_class} worker (logs in {stack.dir}) ...")
             stack.start_redis()
-            stack.start_gateway()
+            # The demo is this gateway's only client, and steps answered from the cache are quick: a per-key
+            # rate limit would only make it wait.
+            stack.start_gateway(KERNELGYM_RATE_LIMIT_PER_MINUTE="1000000")
             stack.start_worker()
             stack.wait_ready(timeout=600)  # a busy machine can take minutes to warm the worker
             service = stack.base_url

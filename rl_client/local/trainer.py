@@ -14,6 +14,7 @@ import torch
 from rl_client.algorithms import (
     failure_after_success_mask,
     grpo_advantages,
+    judged_mask,
     mismatch_rejection,
     prs_keep,
     trloo_advantages,
@@ -37,6 +38,7 @@ class Batch:
     coverage: torch.Tensor
     speedup: torch.Tensor
     rejected: torch.Tensor
+    service_fault: torch.Tensor  # the service gave no verdict, for reasons not the answer's
 
 
 def policy_loss(
@@ -94,6 +96,7 @@ class LocalTrainer:
             coverage=per_turn(lambda o: math.nan if o.coverage is None else o.coverage),
             speedup=per_turn(lambda o: math.nan if o.speedup is None else o.speedup),
             rejected=per_turn(lambda o: o.verdict == "rejected", torch.bool),
+            service_fault=per_turn(lambda o: o.service_fault, torch.bool),
         )
         return batch, {"time/generate_s": gen_s, "time/score_s": total_s - gen_s}
 
@@ -101,7 +104,7 @@ class LocalTrainer:
         cfg = self.cfg
         batch, metrics = self.rollout(problems)
         self.last_batch = batch
-        exists = torch.ones_like(batch.correct)
+        exists = judged_mask(batch.service_fault)
         base = failure_after_success_mask(batch.rewards, exists) if cfg.mask_failure_after_success else exists
         groups = [ep.group for ep in batch.episodes]
         estimator = trloo_advantages if cfg.advantage == "trloo" else grpo_advantages
@@ -113,7 +116,7 @@ class LocalTrainer:
         old, keep = self._old_logprobs_and_mrs(batch)
         metrics.update(self._update(batch, adv, loss_mask, old, keep))
         metrics["time/update_s"] = time.monotonic() - t0
-        metrics.update(self._rollout_metrics(batch, base, loss_mask, adv))
+        metrics.update(self._rollout_metrics(batch, exists, base, loss_mask, adv))
         return metrics
 
     @torch.no_grad()
@@ -184,19 +187,29 @@ class LocalTrainer:
         return {"train/loss": total, "train/grad_norm": grad_norm, "train/rows": float(len(rows))}
 
     def _rollout_metrics(
-        self, batch: Batch, base: torch.Tensor, loss_mask: torch.Tensor, adv: torch.Tensor
+        self, batch: Batch, exists: torch.Tensor, base: torch.Tensor, loss_mask: torch.Tensor, adv: torch.Tensor
     ) -> dict[str, float]:
+        """Rates over the turns the service judged; `rejected/service_fault` is the share it did not."""
         m: dict[str, float] = {}
+        judged = ~batch.service_fault
         for t in range(batch.rewards.shape[1]):
-            m[f"reward/turn{t + 1}"] = batch.rewards[:, t].mean().item()
-            m[f"correct/turn{t + 1}"] = batch.correct[:, t].double().mean().item()
-        m["fast_1.2"] = fast_p(((t.outcome.correct, t.outcome.speedup) for ep in batch.episodes for t in ep.turns), 1.2)
+            m[f"reward/turn{t + 1}"] = _mean(batch.rewards[:, t], judged[:, t])
+            m[f"correct/turn{t + 1}"] = _mean(batch.correct[:, t], judged[:, t])
+        turns = [t.outcome for ep in batch.episodes for t in ep.turns if not t.outcome.service_fault]
+        m["fast_1.2"] = fast_p(((o.correct, o.speedup) for o in turns), 1.2)
         cov = batch.coverage[~torch.isnan(batch.coverage)]
         m["coverage/mean"] = cov.mean().item() if cov.numel() else math.nan
-        m["rejected/verdict"] = batch.rejected.double().mean().item()
-        m["rejected/failure_after_success"] = 1.0 - base.double().mean().item()
+        m["rejected/verdict"] = _mean(batch.rejected, judged)
+        m["rejected/service_fault"] = 1.0 - judged.double().mean().item()
+        m["rejected/failure_after_success"] = 1.0 - base.double().sum().item() / max(1.0, exists.double().sum().item())
         m["rejected/prs"] = 1.0 - (loss_mask.double().sum() / base.double().sum().clamp(min=1)).item()
         m["mrs/kept"] = self.mrs_kept
         m["advantage/abs_mean"] = adv.abs().mean().item()
         m["advantage/finite"] = float(torch.isfinite(adv).all().item())
         return m
+
+
+def _mean(values: torch.Tensor, keep: torch.Tensor) -> float:
+    """The mean over the kept entries; NaN when none is kept."""
+    kept = values[keep].double()
+    return kept.mean().item() if kept.numel() else math.nan
