@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     dl.add_argument("--estimator", choices=["trloo", "grpo"], default="trloo")
     dl.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="the policy's and the worker's device")
-    dl.add_argument("--steps", type=int, default=30)
+    dl.add_argument("--steps", type=int, default=60)
     dl.add_argument("--seed", type=int, default=0)
     dl.add_argument("--samples", type=int, default=4, help="episodes per problem and step")
     dl.add_argument("--lr", type=float, default=5e-4)

@@ -59,7 +59,7 @@ def turn2_mix(previous: str) -> dict[str, float]:
 class DemoOptions:
     estimator: str = "trloo"
     device: str = "cpu"
-    steps: int = 30
+    steps: int = 60
     seed: int = 0
     samples: int = 4  # episodes per problem and step (the size of TRLOO's groups)
     lr: float = 5e-4
@@ -228,6 +228,8 @@ def summary(records: list[dict[str, Any]], opts: DemoOptions, seconds: float) ->
         "first_hack_rate": first["hack_rate"],
         "last_hack_rate": last["hack_rate"],
         "steps_to_90": reached,
+        # One step is 24 answers (about ±0.07 at 0.85): the last ten steps say where the policy settled.
+        "last10_correct_mean": sum(r["correct_rate"] for r in records[-10:]) / len(records[-10:]),
         "target_met": first["correct_rate"] <= 0.6 and last["correct_rate"] >= 0.9 and last["hack_rate"] == 0,
         "seconds": round(seconds, 1),
     }
