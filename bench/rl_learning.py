@@ -5,7 +5,7 @@ One private stack (Redis, gateway, one worker) serves every run. For each seed t
 seed, so a seed's two runs differ only in the advantage estimator. Every episode has two turns; the second sees
 the service's feedback on the first.
 
-    python bench/rl_learning.py --seeds 0,1,2 --steps 20 --plot docs/learning.png --out runs/rl_learning.json
+    python bench/rl_learning.py --seeds 0,1,2 --steps 60 --plot docs/learning.png --out runs/rl_learning.json
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 
 from gym_client import KernelGymClient
 from kernelgym.stack import LocalStack
-from rl_client.demo.learn import DemoOptions, prepare, scorer_for, summary, train
+from rl_client.demo.learn import DemoOptions, prepare, scorer_for, start_private_stack, summary, train
 
 ESTIMATORS = ("trloo", "grpo")
 COLOURS = {"trloo": "tab:blue", "grpo": "tab:orange"}
@@ -68,7 +68,7 @@ def plot(runs: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=DemoOptions.steps)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--lr", type=float, default=DemoOptions.lr)
     parser.add_argument("--work", type=Path, default=Path("runs/rl_learning"))
@@ -79,10 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     t0 = time.monotonic()
     with LocalStack(device_class="cpu") as stack:
-        stack.start_redis()
-        stack.start_gateway()
-        stack.start_worker()
-        stack.wait_ready(timeout=600)
+        start_private_stack(stack)
         with KernelGymClient(stack.base_url, timeout=60) as client:
             for seed in map(int, args.seeds.split(",")):
                 base = DemoOptions(seed=seed, steps=args.steps, samples=args.samples, lr=args.lr)

@@ -235,6 +235,16 @@ def summary(records: list[dict[str, Any]], opts: DemoOptions, seconds: float) ->
     }
 
 
+def start_private_stack(stack: Any) -> None:
+    """Redis, a gateway and one worker of a `kernelgym.stack.LocalStack` that only the demo uses."""
+    stack.start_redis()
+    # The demo is this gateway's only client, and steps answered from the cache are quick: a per-key rate
+    # limit would only make it wait.
+    stack.start_gateway(KERNELGYM_RATE_LIMIT_PER_MINUTE="1000000")
+    stack.start_worker()
+    stack.wait_ready(timeout=600)  # a busy machine can take minutes to warm the worker
+
+
 def run(
     opts: DemoOptions,
     service: str | None,
@@ -254,12 +264,7 @@ def run(
 
             stack = resources.enter_context(LocalStack(device_class="cpu" if opts.device == "cpu" else "gpu"))
             log(f"starting Redis, the gateway and a {stack.device_class} worker (logs in {stack.dir}) ...")
-            stack.start_redis()
-            # The demo is this gateway's only client, and steps answered from the cache are quick: a per-key
-            # rate limit would only make it wait.
-            stack.start_gateway(KERNELGYM_RATE_LIMIT_PER_MINUTE="1000000")
-            stack.start_worker()
-            stack.wait_ready(timeout=600)  # a busy machine can take minutes to warm the worker
+            start_private_stack(stack)
             service = stack.base_url
         client = resources.enter_context(KernelGymClient(service, timeout=60))
         scorer = scorer_for(client, opts)
