@@ -165,9 +165,10 @@ class KernelGymClient:
             try:
                 evaluation = self.get(evaluation_id, wait=max(0.0, min(poll, remaining)))
             except KernelGymError as exc:
-                if exc.retry_after is None or time.monotonic() + exc.retry_after >= deadline:
+                pause = None if exc.retry_after is None else max(exc.retry_after, 0.5)  # never a tight loop
+                if pause is None or time.monotonic() + pause >= deadline:
                     raise
-                time.sleep(exc.retry_after)
+                time.sleep(pause)
                 continue
             if evaluation.finished or remaining <= 0:
                 return evaluation
