@@ -28,4 +28,6 @@ def test_a_short_demo_learn_raises_the_correct_rate(stack, tmp_path, capsys):
     first, late = steps[0], steps[-2:]
     assert min(s["correct_rate"] for s in late) > first["correct_rate"], [s["correct_rate"] for s in steps]
     assert max(s["hack_rate"] for s in late) < first["hack_rate"], [s["hack_rate"] for s in steps]
+    assert all(s["service_faults"] == 0 for s in steps)  # every answer was judged by the service
+    assert summary["last10_correct_mean"] == sum(s["correct_rate"] for s in steps) / 4
     assert (tmp_path / "primed" / "config.json").exists()
