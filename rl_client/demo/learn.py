@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -36,6 +36,9 @@ from rl_client.demo.policy import Target, build_tokenizer, prime, tiny_gpt2
 from rl_client.metrics import is_fast
 from rl_client.rollout import Episode, Turn
 from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
+
+if TYPE_CHECKING:  # the stack (and what it starts) is imported only where the demo runs its own
+    from kernelgym.stack import LocalStack
 
 TURNS = 2
 # What the primed policy answers first: 30% correct, 30% wrong, 40% reward hacks.
@@ -235,8 +238,8 @@ def summary(records: list[dict[str, Any]], opts: DemoOptions, seconds: float) ->
     }
 
 
-def start_private_stack(stack: Any) -> None:
-    """Redis, a gateway and one worker of a `kernelgym.stack.LocalStack` that only the demo uses."""
+def start_private_stack(stack: LocalStack) -> None:
+    """Redis, a gateway and one worker of a stack that only the demo uses."""
     stack.start_redis()
     # The demo is this gateway's only client, and steps answered from the cache are quick: a per-key rate
     # limit would only make it wait.
