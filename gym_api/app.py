@@ -93,7 +93,7 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     app.state.gateway = gw
     app.middleware("http")(gw.metrics.middleware)
     app.add_middleware(guard.BodyRules, json_routes=body_limits, other_max_bytes=OTHER_MAX_BYTES)
-    guard.install(app)
+    guard.install(app, gw.r)
 
     def wait_for(wait: float | None, default: float) -> float:
         return min(default if wait is None else wait, settings.wait_max_s)

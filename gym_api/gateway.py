@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from gym_api.guard import RETRY
 from gym_api.metrics import Metrics
 from gym_api.models import EvaluateBody, Evaluation
-from gym_api.store import JobStore, Tracked, Waiters
+from gym_api.store import JobStore, QuotaExceeded, Tracked, Waiters
 from gym_common.jobs import TASK_NAME, JobRecord, JobStatus, Keys, Submission
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
@@ -115,10 +115,6 @@ class Gateway:
             check_reference_source(body.reference or "", "reference")
         except ProblemError as exc:
             raise ItemError(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
-        except (MemoryError, RecursionError):  # how CPython's parser refuses very deep nesting
-            raise ItemError(
-                status.HTTP_422_UNPROCESSABLE_CONTENT, "reference: nested too deeply for Python's parser"
-            ) from None
         return "reference", body.reference or ""
 
     async def plan(self, body: EvaluateBody, owner: str) -> Planned:
@@ -190,18 +186,17 @@ class Gateway:
             new_jobs[p.job.cache_key] = p.job
         fresh = {job.id: job for job, new in plan if new}
         limit = self.s.max_queued_per_key
-        if fresh and await self.store.active_count(owner) + len(fresh) > limit:
-            raise HTTPException(
-                status.HTTP_429_TOO_MANY_REQUESTS,
-                f"this API key may hold {limit} unfinished evaluations; this request would exceed that",
-            )
-        tracked = await self.store.admit(owner, plan)
-        lost = [i for i, t in enumerate(tracked) if t is None]
-        if lost:  # their shared job was cancelled or failed in between: give them their own
-            again = [(planned[i].job, True) for i in lost]
-            for i, t in zip(lost, await self.store.admit(owner, again), strict=True):
-                tracked[i] = t
-            fresh.update((planned[i].job.id, planned[i].job) for i in lost)
+        try:
+            tracked = await self.store.admit(owner, plan, limit)
+            lost = [i for i, t in enumerate(tracked) if t is None]
+            if lost:  # their shared job was cancelled or failed in between: give them their own (the request
+                # was admitted within the limit as it stood; refusing them now would break all-or-nothing)
+                again = [(planned[i].job, True) for i in lost]
+                for i, t in zip(lost, await self.store.admit(owner, again, None), strict=True):
+                    tracked[i] = t
+                fresh.update((planned[i].job.id, planned[i].job) for i in lost)
+        except QuotaExceeded as exc:
+            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc)) from None
         admitted = [t for t in tracked if t is not None]
         await self.enqueue(list(fresh.values()), admitted)
         return admitted

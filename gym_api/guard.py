@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis.asyncio as aioredis
 import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
@@ -24,11 +25,14 @@ REDIS_UNAVAILABLE = (
     redis.exceptions.TimeoutError,
     redis.exceptions.OutOfMemoryError,
     redis.exceptions.ReadOnlyError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
 )
 # Long enough for Redis or the broker to come back after a restart.
 RETRY = {"Retry-After": "5"}
 # A validation error shows the offending value only when it is a scalar this short.
 ECHO_MAX_CHARS = 100
+ECHO_MAX_ERRORS = 20
 SEND_JSON = "send JSON (content-type: application/json)"
 
 
@@ -81,19 +85,40 @@ async def _refuse(send: Send, code: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+async def cannot_persist(r: aioredis.Redis) -> bool:
+    """Whether Redis reports its last snapshot or append-only write failed (it then refuses writes)."""
+    try:
+        info = await r.info("persistence")
+    except redis.exceptions.RedisError:
+        return False
+    return "err" in (info.get("rdb_last_bgsave_status"), info.get("aof_last_write_status"))
+
+
+def _short(value: Any) -> Any:
+    return value[:ECHO_MAX_CHARS] + "…" if isinstance(value, str) and len(value) > ECHO_MAX_CHARS else value
+
+
 def compact(errors: Any) -> list[dict[str, Any]]:
-    """Pydantic's errors without the inputs they carry (a 20 MB source must not come back in a 422)."""
+    """Pydantic's errors without what the request put in them: no long input, no long key name in `loc`, at most
+    ECHO_MAX_ERRORS of them (a 20 MB source, a 2 MB key or 10,000 unknown keys must not come back in a 422)."""
+    errors = list(errors)
     out = []
-    for error in errors:
-        item = {"loc": list(error.get("loc", ())), "msg": str(error.get("msg", ""))[:500], "type": error.get("type")}
+    for error in errors[:ECHO_MAX_ERRORS]:
+        loc = [_short(part) for part in error.get("loc", ())]
+        item = {"loc": loc, "msg": str(error.get("msg", ""))[:500], "type": error.get("type")}
         value = error.get("input")
         if isinstance(value, int | float | bool) or (isinstance(value, str) and len(value) <= ECHO_MAX_CHARS):
             item["input"] = value
         out.append(item)
+    if len(errors) > ECHO_MAX_ERRORS:
+        more = len(errors) - ECHO_MAX_ERRORS
+        out.append({"loc": [], "msg": f"and {more} more invalid field(s) not listed", "type": "too_many_errors"})
     return out
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, r: aioredis.Redis) -> None:
+    """The error handlers; `r` is asked whether a refused command means the store is unavailable."""
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": jsonable_encoder(compact(exc.errors()))}, status_code=422)
@@ -112,6 +137,14 @@ def install(app: FastAPI) -> None:
     async def unreadable(request: Request, exc: HTTPException) -> JSONResponse:
         return JSONResponse({"detail": f"{SEND_JSON}: the body is not JSON text ({exc.detail})"}, status_code=400)
 
+    async def redis_refused(request: Request, exc: redis.exceptions.ResponseError) -> JSONResponse:
+        # redis-py has no class for a server that refuses writes because it cannot persist them (MISCONF: a full
+        # disk, a failed snapshot), so ask the server itself rather than read the message.
+        if await cannot_persist(r):
+            return await redis_down(request, exc)
+        raise exc
+
+    app.add_exception_handler(redis.exceptions.ResponseError, redis_refused)  # type: ignore[arg-type]
     app.add_exception_handler(400, unreadable)  # type: ignore[arg-type]  # FastAPI's only 400: undecodable bodies
     app.add_exception_handler(413, too_large)  # type: ignore[arg-type]
     for exc_class in REDIS_UNAVAILABLE:

@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gym_api.store import SubmissionRecord
 from gym_common.jobs import JobRecord, JobStatus, Priority
+from gym_common.settings import BATCH_MAX_ITEMS
 from services.schema import EvalRequest, EvalResult
 
 
@@ -28,7 +29,7 @@ class EvaluateBody(EvalRequest):
 class BatchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    items: list[EvaluateBody] = Field(min_length=1)
+    items: list[EvaluateBody] = Field(min_length=1, max_length=BATCH_MAX_ITEMS)
 
 
 class Evaluation(BaseModel):

@@ -113,6 +113,13 @@ def body_digest(body: BaseModel) -> str:
 IDEMPOTENCY_CLAIM_S = 60
 
 
+class QuotaExceeded(Exception):
+    """A request would take its API key past its limit of unfinished evaluations."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"this API key may hold {limit} unfinished evaluations; this request would exceed that")
+
+
 class IdempotencyConflict(Exception):
     """The key was used with another body, or its first request is still being admitted."""
 
@@ -157,16 +164,40 @@ class JobStore:
             return None
         return job
 
-    async def admit(self, owner: str, plan: list[tuple[JobRecord, bool]]) -> list[Tracked | None]:
+    async def admit(self, owner: str, plan: list[tuple[JobRecord, bool]], limit: int | None) -> list[Tracked | None]:
         """One submission per item of `plan` (a job and whether it is new), in one transaction: new jobs are
         created, every submission is attached to its job. None where an existing job was cancelled or failed
-        meanwhile (the caller gives that item a new job)."""
+        meanwhile (the caller gives that item a new job). The transaction also checks the key's limit of `limit`
+        unfinished evaluations (QuotaExceeded; None: no check), watching the key's set of them, so that concurrent
+        requests of one key cannot pass the limit together."""
+        active = self.keys.active(owner)
+        await self.r.zremrangebyscore(active, "-inf", time.time() - self.job_ttl_s)
+        new_jobs = len({job.id for job, new in plan if new})
         now = time.time()
         subs = [
             SubmissionRecord(id=self.new_id(), owner=owner, job=job.id, cached=not new, created=now)
             for job, new in plan
         ]
-        pipe = self.r.pipeline(transaction=True)
+        while True:
+            async with self.r.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(active)
+                    if limit is not None and new_jobs and await pipe.zcard(active) + new_jobs > limit:
+                        raise QuotaExceeded(limit)
+                    pipe.multi()
+                    positions = await self._attach_all(pipe, plan, subs)
+                    replies = await pipe.execute()
+                    break
+                except aioredis.WatchError:  # another request of this key changed its count: count again
+                    continue
+        return [
+            Tracked(sub, job) if replies[i] else None for (job, _), sub, i in zip(plan, subs, positions, strict=True)
+        ]
+
+    async def _attach_all(
+        self, pipe: Any, plan: list[tuple[JobRecord, bool]], subs: list[SubmissionRecord]
+    ) -> list[int]:
+        """Queue the new jobs and the submissions' attachments on `pipe`; returns each attachment's reply index."""
         created: set[str] = set()
         positions = []
         for (job, new), sub in zip(plan, subs, strict=True):
@@ -182,10 +213,7 @@ class JobStore:
                 client=pipe,
             )
             positions.append(len(pipe.command_stack) - 1)
-        replies = await pipe.execute()
-        return [
-            Tracked(sub, job) if replies[i] else None for (job, _), sub, i in zip(plan, subs, positions, strict=True)
-        ]
+        return positions
 
     def _create_job(self, pipe: Any, job: JobRecord) -> None:
         pipe.hset(self.keys.job(job.id), mapping=job.to_hash())
@@ -218,11 +246,6 @@ class JobStore:
             # Others still want it: it no longer counts against this key's unfinished evaluations.
             await self.r.zrem(self.keys.active(job.owner), job.id)
         return await self.track(sub.id, sub.owner) or tracked
-
-    async def active_count(self, owner: str) -> int:
-        key = self.keys.active(owner)
-        await self.r.zremrangebyscore(key, "-inf", time.time() - self.job_ttl_s)
-        return await self.r.zcard(key)
 
     # -- Idempotency-Key: the key remembers the body's digest and the submission it created -----------------
     async def claim_idempotency_key(self, owner: str, key: str, digest: str) -> str | None:

@@ -15,6 +15,11 @@ DEVICE_CLASS = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
+# The most items a batch body may hold whatever `batch_max` says: the body's schema stops at this many, so a body
+# of many tiny items is refused before they are all validated (they cost the gateway memory and time).
+BATCH_MAX_ITEMS = 1024
+
+
 class ServiceSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="KERNELGYM_", extra="ignore")
 
@@ -47,7 +52,7 @@ class ServiceSettings(BaseSettings):
     max_queued_per_key: int = Field(2_000, ge=1, description="Unfinished evaluations one API key may hold.")
     wait_default_s: float = Field(60.0, ge=0, description="How long POST /evaluate waits for a result by default.")
     wait_max_s: float = Field(300.0, ge=0, description="Upper bound on a request's `wait`.")
-    batch_max: int = Field(256, ge=1, description="Most evaluations in one POST /evaluate/batch.")
+    batch_max: int = Field(256, ge=1, le=BATCH_MAX_ITEMS, description="Most evaluations in one POST /evaluate/batch.")
     default_device_class: str = Field("cpu", description="Queue family when a request names none, e.g. `h100`.")
     device_classes: list[str] = Field(
         default_factory=list,

@@ -86,10 +86,14 @@ def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: s
     if not os.environ.get("KERNELGYM_WORKER_DEVICE_ID"):
         os.environ["KERNELGYM_WORKER_DEVICE_ID"] = device_id(device)
     from gym_worker.tasks import app, settings
+    from services.settings import EvalSettings
 
     in_flight = concurrency(settings, device, gpu)
-    # The children's default host-memory limit shares the host among the children that run at once.
-    os.environ.setdefault("KERNELGYM_CONCURRENT_CHILDREN", str(2 * in_flight))
+    # The children's default host-memory limit shares the host among the children that run at once: an
+    # evaluation's reference and candidate, and on a GPU, while a reference is timed in several processes, one
+    # more reference child.
+    per_evaluation = 3 if device == "cuda" and EvalSettings().reference_processes > 1 else 2
+    os.environ.setdefault("KERNELGYM_CONCURRENT_CHILDREN", str(per_evaluation * in_flight))
     node = name or f"{device_class}{'' if gpu is None else f'-gpu{gpu}'}-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(
         [

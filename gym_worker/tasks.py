@@ -26,7 +26,7 @@ from gym_common.settings import ServiceSettings
 from gym_worker.health import DeviceHealth, probe
 from gym_worker.run import worker_device
 from gym_worker.slot import TimingSlot
-from services.errors import EvaluationCancelled, InfrastructureFault, ReferenceFailed
+from services.errors import EvaluationCancelled, EvaluationError, InfrastructureFault, ReferenceFailed
 from services.evaluator import Evaluator, environment
 from services.problems import Problem
 from services.schema import EvalResult, Verdict
@@ -200,7 +200,7 @@ class WorkerState:
             },
         )
 
-    def evaluate(self, job: JobRecord) -> EvalResult | ReferenceFailed | InfrastructureFault | EvaluationCancelled:
+    def evaluate(self, job: JobRecord) -> EvalResult | EvaluationError:
         """The result, or the typed reason there is none (a cancelled evaluation is discarded by `run`)."""
         options = job.request.options.model_copy(update={"device": self.device})
         problem = Problem(id=job.problem, source=job.reference_source)
@@ -212,6 +212,9 @@ class WorkerState:
         except SoftTimeLimitExceeded:
             self.evaluator.cancel()
             return self.crashed(job, f"The evaluation exceeded the task limit of {self.s.task_time_limit_s} s.")
+        except Exception as exc:  # a defect of ours: the job fails, the worker and its device go on
+            log.exception("the evaluation raised in the worker", extra={"evaluation_id": job.id})
+            return EvaluationError(f"internal error ({type(exc).__name__})")
 
     def _watch_cancel(self, key: str) -> None:
         while self.current is not None:

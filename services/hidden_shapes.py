@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import ast
 
+from services.parsing import parse
+
 OPT_IN = "shape_general"
 POLICIES = frozenset({"strict"})  # policies that require shape generality whatever the problem says
 
@@ -47,7 +49,7 @@ def _names_read(tree: ast.Module, function: str) -> set[str]:
 
 def _parse(reference_source: str) -> ast.Module | None:
     try:
-        return ast.parse(reference_source)
+        return parse(reference_source)
     except SyntaxError:
         return None
 

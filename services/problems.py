@@ -10,6 +10,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.parsing import parse
+
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 BUNDLED_PROBLEMS = BUNDLED_DIR / "problems"
 BUNDLED_KERNELS = BUNDLED_DIR / "kernels"
@@ -33,9 +35,10 @@ class Problem:
 
 def check_reference_source(source: str, where: str) -> None:
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError as exc:
-        raise ProblemError(f"{where}: reference is not valid Python ({exc.msg}, line {exc.lineno})") from exc
+        line = f", line {exc.lineno}" if exc.lineno else ""
+        raise ProblemError(f"{where}: reference is not valid Python ({exc.msg}{line})") from exc
     defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}
     missing = [n for n in REQUIRED_NAMES if n not in defined]
     if missing:

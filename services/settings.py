@@ -13,17 +13,44 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
-def host_memory_mb() -> int:
-    """Memory this host gives its processes, in MiB: the physical memory, or a lower cgroup (container) limit."""
+def host_memory_mb(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int:
+    """Memory this host gives its processes, in MiB: the physical memory, or the lowest memory limit of this
+    process's cgroup and its ancestors (a container's, a Slurm job's), v2 or v1."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+    for limit in cgroup_memory_limits(proc_cgroup, root):
+        total = min(total, limit)
+    return total >> 20
+
+
+def cgroup_memory_limits(proc_cgroup: Path, root: Path) -> list[int]:
+    """The memory limits (bytes) set on this process's cgroup and each ancestor; `max` (unlimited) is left out."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return []
+    candidates = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: one unified hierarchy
+            base, name = root, "memory.max"
+        elif "memory" in controllers.split(","):  # v1: the memory controller's own hierarchy
+            base, name = root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        here = base / path.lstrip("/")
+        for directory in [here, *here.parents]:
+            candidates.append(directory / name)
+            if directory == base:
+                break
+    limits = []
+    for path in candidates:
         try:
-            text = Path(path).read_text().strip()
+            text = path.read_text().strip()
         except OSError:
             continue
-        if text.isdigit():  # cgroup v2 says `max` when unlimited
-            total = min(total, int(text))
-    return total >> 20
+        if text.isdigit():
+            limits.append(int(text))
+    return limits
 
 
 def default_memory_limit_mb(concurrent_children: int) -> int:

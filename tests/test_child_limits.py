@@ -38,6 +38,26 @@ def test_the_default_memory_limit_shares_three_quarters_of_the_host_among_concur
     assert EvalSettings(memory_limit_mb=2048).memory_limit_mb == 2048
 
 
+@pytest.mark.parametrize(
+    ("proc_cgroup", "files"),
+    [
+        ("0::/slurm/job_7/step_0\n", {"slurm/memory.max": "max", "slurm/job_7/memory.max": str(4 << 30)}),
+        (
+            "4:memory:/docker/abc\n3:cpu:/\n0::/\n",
+            {"memory/docker/memory.limit_in_bytes": str(4 << 30), "memory/memory.limit_in_bytes": str(1 << 62)},
+        ),
+    ],
+    ids=["v2", "v1"],
+)
+def test_the_host_memory_is_the_lowest_limit_of_this_process_cgroup_and_its_ancestors(tmp_path, proc_cgroup, files):
+    """A limit set on a job's own cgroup (Slurm, a container), not only at the root, bounds the children."""
+    (tmp_path / "cgroup").write_text(proc_cgroup)
+    for name, value in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(value + "\n")
+    assert host_memory_mb(tmp_path / "cgroup", tmp_path / "fs") == min(4096, host_memory_mb(tmp_path / "none"))
+
+
 def test_child_limits_stay_within_the_inherited_hard_limits(no_limit_env):
     settings = EvalSettings(memory_limit_mb=4096, max_file_mb=1024)
     as_hard = resource.getrlimit(resource.RLIMIT_AS)[1]

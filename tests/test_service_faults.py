@@ -4,6 +4,7 @@ candidate that keeps killing its worker, Redis restarted with evaluations queued
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -123,6 +124,21 @@ def test_queued_evaluations_survive_a_redis_restart_and_a_waiting_client_rides_i
         assert waiting.result().verdict == "passed"
         finals = [gym.wait(e.id, timeout=300) for e in queued[1:]]
         assert [f.verdict for f in finals] == ["passed"] * 2
+
+
+def test_a_redis_that_cannot_persist_answers_503_with_retry_after(make_stack):
+    stack = make_stack()
+    r = redis.Redis.from_url(stack.redis_url)
+    shutil.rmtree(stack.dir / "redis")  # its data directory is gone, so its next snapshot fails
+    r.config_set("save", "3600 1")  # with a save point, a failed snapshot stops writes: MISCONF
+    r.bgsave()
+    deadline = time.monotonic() + 30
+    while r.info("persistence")["rdb_last_bgsave_status"] != "err":
+        assert time.monotonic() < deadline, "the snapshot did not fail"
+        time.sleep(0.1)
+    body = {"candidate": bundled_source(RELU), "problem_id": RELU}
+    answer = httpx.post(stack.base_url + "/evaluate", json=body, params={"wait": 0}, timeout=30)
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "5", answer.text
 
 
 def test_redis_down_answers_503_with_retry_after(make_stack, tmp_path):

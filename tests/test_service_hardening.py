@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -88,6 +89,23 @@ def test_a_batch_over_the_keys_limit_submits_nothing(two_keys):
         a.cancel(e.id)
 
 
+def test_concurrent_requests_of_one_key_cannot_pass_its_limit_together(two_keys):
+    _, _, b = two_keys
+
+    def submit(_: int) -> str | int:
+        try:
+            return b.evaluate_batch([queued_body()])[0].id
+        except KernelGymError as exc:
+            return exc.status_code
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        answers = list(pool.map(submit, range(12)))
+    admitted = [a for a in answers if isinstance(a, str)]
+    assert len(admitted) == 6 and sorted(a for a in answers if isinstance(a, int)) == [429] * 6
+    for evaluation_id in admitted:
+        b.cancel(evaluation_id)
+
+
 # -- every submission has its own id; a shared evaluation stops only when nobody wants it ----------------------
 def test_identical_submissions_of_two_keys_have_their_own_ids_and_cancellations(two_keys, stack):
     _, a, b = two_keys
@@ -159,7 +177,20 @@ def test_bodies_over_a_routes_limit_are_413_before_they_are_read(stack):
 def test_a_reference_too_deep_for_the_parser_is_422(stack):
     body = {"candidate": "x", "reference": "x = " + "-" * 100_000 + "1", "device_class": "h100"}
     r = httpx.post(stack.base_url + "/evaluate", json=body, params={"wait": 0}, timeout=30)
-    assert r.status_code == 422 and "nested too deeply" in r.json()["detail"]
+    assert r.status_code == 422 and r.json()["detail"] == (
+        "reference: reference is not valid Python (nested too deeply for Python's parser)"
+    )
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    ["x = " + "-" * 100_000 + "1", "x = " + "1+" * 50_000 + "1"],  # the parser's MemoryError, RecursionError
+    ids=["memory", "recursion"],
+)
+def test_a_candidate_too_deep_for_the_parser_gets_a_verdict_and_the_worker_lives_on(stack, gym, bomb):
+    ev = gym.evaluate(unique(f"class ModelNew:\n    pass\n{bomb}\n"), problem_id=RELU, wait=120)
+    assert ev.status == "done" and ev.verdict in ("compile_error", "runtime_error"), ev.raw
+    assert all(w.poll() is None for w in stack.workers)
 
 
 def test_a_rejected_input_is_not_echoed(stack):
@@ -168,6 +199,19 @@ def test_a_rejected_input_is_not_echoed(stack):
     assert r.json()["detail"][0]["loc"] == ["body", "candidate"]
     r = httpx.post(stack.base_url + "/evaluate", json={"candidate": "x", "problem_id": RELU, "priority": "urgent"})
     assert r.status_code == 422 and r.json()["detail"][0]["input"] == "urgent"  # short values still help
+    r = httpx.post(stack.base_url + "/evaluate", json={"candidate": "x", "problem_id": RELU, "k" * 400_000: 1})
+    assert r.status_code == 422 and len(r.content) < 1000 and r.json()["detail"][0]["loc"][1].startswith("kkk")
+    many = {"candidate": "x", "problem_id": RELU, **{f"unknown_{i}": i for i in range(10_000)}}
+    r = httpx.post(stack.base_url + "/evaluate", json=many, timeout=30)
+    assert r.status_code == 422 and len(r.content) < 10_000
+    assert r.json()["detail"][-1]["msg"] == "and 9980 more invalid field(s) not listed"
+
+
+def test_a_batch_of_more_items_than_any_batch_may_hold_is_refused_before_they_are_checked(stack):
+    t0 = time.perf_counter()
+    r = httpx.post(stack.base_url + "/evaluate/batch", json={"items": [{}] * 100_000}, timeout=60)
+    assert r.status_code == 422 and r.json()["detail"][0]["type"] == "too_long", r.text[:500]
+    assert time.perf_counter() - t0 < 10
 
 
 # -- NUL bytes, paths and unknown problems ---------------------------------------------------------------------

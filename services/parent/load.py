@@ -13,6 +13,7 @@ from services.errors import (
     ProtocolError,
 )
 from services.parent.session import Session
+from services.parsing import parse
 from services.problems import Problem
 from services.protocol.messages import Job, Load, Loaded, command_header
 from services.sandbox import Child, ChildPool
@@ -24,7 +25,7 @@ def static_triage(session: Session, candidate: str) -> None:
     """AST triage before anything runs: every finding is a check, hard ones reject, the rest are advisory. A
     source that does not parse or defines no ModelNew is left to the load, which says exactly why."""
     try:
-        tree = ast.parse(candidate)
+        tree = parse(candidate)
     except SyntaxError:
         return
     if not any(isinstance(node, ast.ClassDef) and node.name == "ModelNew" for node in ast.walk(tree)):
