@@ -103,15 +103,12 @@ def evaluate(args: argparse.Namespace) -> int:
     """`kernelgym-rl evaluate`: samples × turns per problem, scored by the service; prints the table."""
     import json
 
-    from gym_client import KernelGymClient
-    from rl_client.algorithms.rewards import DRKERNEL_PR
     from rl_client.data import kernelbench_problems, service_problems
     from rl_client.model_eval import OpenAIGenerator, plot, report, sequential_scaling, table
-    from rl_client.scoring import ServiceScorer
 
     ids = args.problems.split(",") if args.problems else None
-    api_key = RLSettings.from_env().api_key
-    with KernelGymClient(args.service, api_key=api_key, timeout=60) as client:
+    scorer = RLSettings.from_env(url=args.service).scorer()
+    with scorer.client as client:
         problems = kernelbench_problems(args.kernelbench, ids) if args.kernelbench else service_problems(client, ids)
         generator = OpenAIGenerator(
             args.model_url,
@@ -120,7 +117,6 @@ def evaluate(args: argparse.Namespace) -> int:
             temperature=args.temperature,
             max_tokens=args.max_tokens,
         )
-        scorer = ServiceScorer(client, DRKERNEL_PR)
         try:
             windows = sequential_scaling(problems, args.samples, generator, scorer, args.turns, args.iterations)
         finally:
@@ -285,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     ev = sub.add_parser("evaluate", help="evaluate a model behind an OpenAI-compatible endpoint: Fast@p per turn")
     ev.add_argument("--model-url", required=True, help="base URL of the OpenAI-compatible API, e.g. http://h:8000/v1")
     ev.add_argument("--model", required=True)
-    ev.add_argument("--service", default="http://127.0.0.1:8000", help="KernelGym service URL")
+    ev.add_argument("--service", help="KernelGym service URL (default: KERNELGYM_URL, else http://127.0.0.1:8000)")
     ev.add_argument("--problems", help="comma-separated problem ids of the service (default: all)")
     ev.add_argument("--kernelbench", type=Path, help="a KernelBench-layout directory instead of the service's set")
     ev.add_argument("--samples", type=int, default=1)

@@ -9,6 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rl_client.algorithms.rewards import RewardSpec
+from rl_client.settings import TurnFiltering
 
 
 class ServiceConfig(BaseModel):
@@ -42,7 +43,7 @@ class ProblemsConfig(BaseModel):
         return self
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(TurnFiltering):
     model_config = ConfigDict(extra="forbid")
 
     model: str = Field(description="A Hugging Face model directory or id available locally.")
@@ -75,11 +76,7 @@ class TrainConfig(BaseModel):
     mrs: bool = True
     mrs_low: float = 0.999
     mrs_high: float = 1.001
-    mrs_token_veto: float = 1e-4
-    prs: bool = True
-    prs_threshold: float = 0.3
-    prs_ramp: float = Field(0.1, gt=0)
-    mask_failure_after_success: bool = True
+    # token_veto, prs, prs_threshold, prs_ramp, failure_mask: TurnFiltering's
 
     seed: int = 0
     out_dir: str = "runs/kernelgym-rl"

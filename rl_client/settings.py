@@ -13,6 +13,7 @@ reads is here:
 | `KERNELGYM_RL_MAX_TURNS` | `max_turns` of an OpenRLHF agent episode | 3 |
 | `KERNELGYM_RL_FEEDBACK_CHARS` | `feedback_chars`: feedback kept in the next prompt | 2000 |
 | `KERNELGYM_RL_TURN_FORMAT` | `turn_format`: chat-template text around a feedback turn | ChatML |
+| `KERNELGYM_REWARD_ANSWER_WITHIN_S` | `answer_within_s`: how long the OpenRLHF reward server waits before a 504 | 170 |
 | `KERNELGYM_RL_TRAINER` | `trainer`: `TrainerSettings` as JSON (`rl_client.openrlhf_train` writes it) | none |
 
 (`KERNELGYM_DEVICE_CLASS` is a worker's own device class, not the client's.) The local backend's YAML
@@ -37,18 +38,27 @@ class ConfigurationError(ValueError):
     """A KERNELGYM_* variable of the RL client is unusable; the message is one line naming it."""
 
 
-class TrainerSettings(BaseModel):
+class TurnFiltering(BaseModel):
+    """Which turns leave the loss, the same for both backends (the local trainer's YAML and OpenRLHF's
+    `--kernelgym.*` arguments): the MRS token veto, profiling-based rejection sampling and the
+    failure-after-success mask (docs/rl.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token_veto: float = Field(1e-4, ge=0, description="Mask a turn with a token whose π_train/π_rollout < this.")
+    prs: bool = True
+    prs_threshold: float = Field(0.3, ge=0, description="Coverage at or below which a correct turn is rejected.")
+    prs_ramp: float = Field(0.1, gt=0, description="Width of the linear ramp above the threshold.")
+    failure_mask: bool = Field(True, description="Mask a failed turn that follows a correct one.")
+
+
+class TrainerSettings(TurnFiltering):
     """What the replaced OpenRLHF advantage computation does; travels to the Ray workers as JSON in
     KERNELGYM_RL_TRAINER."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     estimator: Literal["trloo"] | None = None  # None: OpenRLHF's own estimator
-    token_veto: float = Field(1e-4, ge=0)
-    prs: bool = True
-    prs_threshold: float = Field(0.3, ge=0)
-    prs_ramp: float = Field(0.1, ge=0)
-    failure_mask: bool = True
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -66,6 +76,7 @@ class RLSettings(BaseSettings):
     max_turns: int = Field(3, ge=1)
     feedback_chars: int = Field(2000, ge=0)
     turn_format: str = CHATML_TURN
+    answer_within_s: float = Field(170.0, gt=0, validation_alias="KERNELGYM_REWARD_ANSWER_WITHIN_S")
     trainer: TrainerSettings = TrainerSettings()
 
     @classmethod

@@ -4,12 +4,17 @@ workers and framework callbacks), with unusable values named in one line."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from rl_client.settings import SETTINGS_ENV, ConfigurationError, RLSettings, TrainerSettings
+import rl_client
+from rl_client.config import TrainConfig
+from rl_client.settings import SETTINGS_ENV, ConfigurationError, RLSettings, TrainerSettings, TurnFiltering
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +62,33 @@ def test_variables_lists_every_name_read():
         "KERNELGYM_RL_MAX_TURNS",
         "KERNELGYM_RL_FEEDBACK_CHARS",
         "KERNELGYM_RL_TURN_FORMAT",
+        "KERNELGYM_REWARD_ANSWER_WITHIN_S",
         SETTINGS_ENV,
     }
+
+
+def test_no_module_of_the_client_reads_its_variables_but_the_settings():
+    """One place reads the environment: a variable read anywhere else escapes the table and the one-line errors."""
+    root = Path(rl_client.__file__).parent
+    readers = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if path.name != "settings.py" and re.search(r"environ(\.get)?[\[(]\s*[\"']KERNELGYM_", path.read_text())
+    ]
+    assert readers == []
+
+
+def test_both_backends_filter_turns_with_one_definition():
+    assert issubclass(TrainConfig, TurnFiltering) and issubclass(TrainerSettings, TurnFiltering)
+    assert TrainConfig(model="m").model_dump(include=set(TurnFiltering.model_fields)) == TurnFiltering().model_dump()
+
+
+def test_changed_weights_under_the_published_reward_name_are_refused():
+    with pytest.raises(ValidationError, match="give changed weights a name of their own"):
+        TrainConfig.model_validate({"model": "m", "reward": {"speedup_cap": 2}})
+    assert TrainConfig.model_validate({"model": "m", "reward": {"name": "capped", "speedup_cap": 2}}).reward.id == (
+        "capped/v1"
+    )
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,6 @@ openrlhf_agent.py), which has no such limit.
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
@@ -45,10 +44,11 @@ def response_text(query: str, prompt: str) -> str:
 
 
 def create_app(
-    config: RLSettings | None = None, spec: RewardSpec = DRKERNEL_PR, answer_within_s: float = 170.0
+    config: RLSettings | None = None, spec: RewardSpec = DRKERNEL_PR, answer_within_s: float | None = None
 ) -> FastAPI:
+    """`answer_within_s` defaults to the settings' (KERNELGYM_REWARD_ANSWER_WITHIN_S)."""
     config = config or RLSettings.from_env()
-    scorer = config.scorer(spec, timeout_s=answer_within_s, cancel_late=False)
+    scorer = config.scorer(spec, timeout_s=answer_within_s or config.answer_within_s, cancel_late=False)
     app = FastAPI(title="KernelGym reward for OpenRLHF", version=spec.id)
 
     @app.post("/get_reward")
@@ -87,5 +87,4 @@ def create_app(
 def serve(host: str = "127.0.0.1", port: int = 8100, answer_within_s: float | None = None) -> None:
     import uvicorn
 
-    within = answer_within_s or float(os.environ.get("KERNELGYM_REWARD_ANSWER_WITHIN_S", 170.0))
-    uvicorn.run(create_app(answer_within_s=within), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(answer_within_s=answer_within_s), host=host, port=port, log_level="info")

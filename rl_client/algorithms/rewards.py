@@ -19,11 +19,22 @@ class RewardSpec:
     speedup_cap: float = 3.0
     coverage_weight: float = 0.5
 
+    def __post_init__(self) -> None:
+        # Metrics and logs carry only the id, so an id must name one formula: other weights need another name.
+        if self.name == _PUBLISHED[0] and (self.version, *self._weights()) != _PUBLISHED[1:]:
+            raise ValueError(
+                f"the reward {self.name!r} has fixed weights (Dr. Kernel's); give changed weights a name of their own"
+            )
+
+    def _weights(self) -> tuple[float, ...]:
+        return (self.correct_weight, self.speedup_weight, self.speedup_cap, self.coverage_weight)
+
     @property
     def id(self) -> str:
         return f"{self.name}/v{self.version}"
 
 
+_PUBLISHED = ("drkernel-pr", 1, 0.5, 0.5, 3.0, 0.5)
 DRKERNEL_PR = RewardSpec()
 
 

@@ -36,6 +36,7 @@ from rl_client.demo.policy import Target, build_tokenizer, prime, tiny_gpt2
 from rl_client.metrics import is_fast
 from rl_client.rollout import Episode, Turn
 from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
+from rl_client.settings import RLSettings
 
 if TYPE_CHECKING:  # the stack (and what it starts) is imported only where the demo runs its own
     from kernelgym.stack import LocalStack
@@ -262,6 +263,7 @@ def run(
     if opts.device == "cpu":
         torch.set_num_threads(1)  # the worker's evaluations need the other core; oversubscribed threads crawl
     with contextlib.ExitStack() as resources:
+        api_key = None  # the private gateway is the demo's alone; another service takes KERNELGYM_API_KEY
         if service is None:
             from kernelgym.stack import LocalStack
 
@@ -269,7 +271,9 @@ def run(
             log(f"starting Redis, the gateway and a {stack.device_class} worker (logs in {stack.dir}) ...")
             start_private_stack(stack)
             service = stack.base_url
-        client = resources.enter_context(KernelGymClient(service, timeout=60))
+        else:
+            api_key = RLSettings.from_env(url=service).api_key
+        client = resources.enter_context(KernelGymClient(service, api_key=api_key, timeout=60))
         scorer = scorer_for(client, opts)
         resources.callback(scorer.close)
         primed = prepare(client, scorer, opts, log)

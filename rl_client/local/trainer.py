@@ -105,7 +105,7 @@ class LocalTrainer:
         batch, metrics = self.rollout(problems)
         self.last_batch = batch
         exists = judged_mask(batch.service_fault)
-        base = failure_after_success_mask(batch.rewards, exists) if cfg.mask_failure_after_success else exists
+        base = failure_after_success_mask(batch.rewards, exists) if cfg.failure_mask else exists
         groups = [ep.group for ep in batch.episodes]
         estimator = trloo_advantages if cfg.advantage == "trloo" else grpo_advantages
         adv = estimator(batch.rewards, base, groups, cfg.gamma)
@@ -141,9 +141,7 @@ class LocalTrainer:
                 rollout[i, pos : pos + k] = batch.samples[t][i].rollout_logprobs.double()
                 turn_ids[i, pos : pos + k] = t
                 pos += k
-        result = mismatch_rejection(
-            train, rollout, turn_ids, self.cfg.mrs_low, self.cfg.mrs_high, self.cfg.mrs_token_veto
-        )
+        result = mismatch_rejection(train, rollout, turn_ids, self.cfg.mrs_low, self.cfg.mrs_high, self.cfg.token_veto)
         for i in range(n):
             pos = 0
             for t in range(turns):
