@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=DemoOptions.steps)
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--lr", type=float, default=DemoOptions.lr)
+    parser.add_argument("--optimizer", choices=["adamw", "sgd"], default=DemoOptions.optimizer)
     parser.add_argument("--work", type=Path, default=Path("runs/rl_learning"))
     parser.add_argument("--out", type=Path, help="write every run's records and summary here (JSON)")
     parser.add_argument("--plot", type=Path, help="write the curves here (PNG)")
@@ -82,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         start_private_stack(stack)
         with KernelGymClient(stack.base_url, timeout=60) as client:
             for seed in map(int, args.seeds.split(",")):
-                base = DemoOptions(seed=seed, steps=args.steps, samples=args.samples, lr=args.lr)
+                base = DemoOptions(
+                    seed=seed, steps=args.steps, samples=args.samples, lr=args.lr, optimizer=args.optimizer
+                )
                 base.out_dir = str(args.work / f"seed{seed}")
                 scorer = scorer_for(client, base)
                 primed = prepare(client, scorer, base, lambda m: print(m, file=sys.stderr, flush=True))

@@ -40,7 +40,7 @@ def train(cfg: Any) -> Path:
 
     from gym_client import KernelGymClient
     from rl_client.local.policy import LocalPolicy, load_pretrained
-    from rl_client.local.trainer import LocalTrainer
+    from rl_client.local.trainer import LocalTrainer, make_optimizer
     from rl_client.scoring import ServiceScorer
 
     torch.manual_seed(cfg.seed)
@@ -50,7 +50,7 @@ def train(cfg: Any) -> Path:
     (out / "config.json").write_text(cfg.model_dump_json(indent=2))
     model, tokenizer = load_pretrained(cfg.model, cfg.gguf_file, cfg.dtype, cfg.device)
     policy = LocalPolicy(model, tokenizer, cfg.device, cfg.temperature, cfg.top_p, cfg.max_new_tokens)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = make_optimizer(cfg, model.parameters())
     service = cfg.service
     settings = RLSettings.from_env(
         url=service.url, api_key=service.api_key, device_class=service.device_class, timeout_s=service.timeout_s
@@ -203,6 +203,7 @@ def demo_learn(args: argparse.Namespace) -> int:
         seed=args.seed,
         samples=args.samples,
         lr=args.lr,
+        optimizer=args.optimizer,
         problems=args.problems,
         out_dir=str(args.out),
     )
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     dl.add_argument("--seed", type=int, default=0)
     dl.add_argument("--samples", type=int, default=4, help="episodes per problem and step")
     dl.add_argument("--lr", type=float, default=5e-4)
+    dl.add_argument("--optimizer", choices=["adamw", "sgd"], default="adamw", help="sgd keeps the gradient's scale")
     dl.add_argument("--problems", type=int, default=3, choices=[1, 2, 3], help="how many of the demo's problems")
     dl.add_argument("--service", help="use this running service instead of starting a private one")
     dl.add_argument("--out", type=Path, default=Path("runs/demo-learn"), help="the primed model goes here")

@@ -63,6 +63,9 @@ class TrainConfig(TurnFiltering):
     top_p: float = Field(1.0, gt=0, le=1)
     feedback_chars: int = Field(2000, ge=100)
 
+    optimizer: Literal["adamw", "sgd"] = Field(
+        "adamw", description="AdamW (Dr. Kernel's), or plain SGD, which keeps the gradient's scale (estimator studies)."
+    )
     lr: float = Field(1e-6, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)

@@ -85,3 +85,17 @@ def test_a_bad_configuration_is_a_clear_error(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"model": "x", "stepz": 3}))
     assert rl_main(["train", "--config", str(tmp_path / "bad.yaml")]) == 2
     assert "stepz" in capsys.readouterr().err
+
+
+def test_the_configured_optimizer_is_built_and_sgd_keeps_the_gradients_scale():
+    from rl_client.config import TrainConfig
+    from rl_client.local.trainer import make_optimizer
+
+    weight = torch.nn.Parameter(torch.zeros(2))
+    assert isinstance(make_optimizer(TrainConfig(model="m"), [weight]), torch.optim.AdamW)
+    sgd = make_optimizer(TrainConfig(model="m", optimizer="sgd", lr=0.5), [weight])
+    for scale in (1.0, 3.0):  # the update is lr x gradient: a gradient three times larger moves three times as far
+        weight.data.zero_()
+        weight.grad = torch.tensor([scale, -scale])
+        sgd.step()
+        assert weight.tolist() == [-0.5 * scale, 0.5 * scale]

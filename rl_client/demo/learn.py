@@ -67,6 +67,7 @@ class DemoOptions:
     seed: int = 0
     samples: int = 4  # episodes per problem and step (the size of TRLOO's groups)
     lr: float = 5e-4
+    optimizer: str = "adamw"
     prime_steps: int = 150
     feedback_chars: int = 600
     max_new_tokens: int = 48
@@ -161,6 +162,7 @@ def train_config(primed: Primed, opts: DemoOptions) -> TrainConfig:
         max_new_tokens=opts.max_new_tokens,
         feedback_chars=opts.feedback_chars,
         lr=opts.lr,
+        optimizer=opts.optimizer,
         loss_scale=1.0,
         advantage=opts.estimator,
         seed=opts.seed,
@@ -202,14 +204,13 @@ def step_record(step: int, metrics: dict[str, float], outcomes: list[list[TurnOu
 def train(primed: Primed, scorer: ServiceScorer, opts: DemoOptions) -> Iterator[dict[str, Any]]:
     """Yield one record per training step."""
     from rl_client.local.policy import LocalPolicy, load_pretrained
-    from rl_client.local.trainer import LocalTrainer
+    from rl_client.local.trainer import LocalTrainer, make_optimizer
 
     cfg = train_config(primed, opts)
     torch.manual_seed(opts.seed)
     model, tokenizer = load_pretrained(str(primed.path), device=opts.device)
     policy = LocalPolicy(model, tokenizer, opts.device, cfg.temperature, cfg.top_p, cfg.max_new_tokens)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    trainer = LocalTrainer(cfg, policy, scorer, optimizer)
+    trainer = LocalTrainer(cfg, policy, scorer, make_optimizer(cfg, model.parameters()))
     for step in range(1, opts.steps + 1):
         t0 = time.monotonic()
         metrics = trainer.step(primed.problems)
@@ -223,6 +224,8 @@ def summary(records: list[dict[str, Any]], opts: DemoOptions, seconds: float) ->
     return {
         "summary": True,
         "estimator": opts.estimator,
+        "optimizer": opts.optimizer,
+        "lr": opts.lr,
         "device": opts.device,
         "seed": opts.seed,
         "steps": len(records),

@@ -27,6 +27,13 @@ from rl_client.rollout import Episode, run_episodes
 from rl_client.scoring import ServiceScorer
 
 
+def make_optimizer(cfg: TrainConfig, params: Any) -> torch.optim.Optimizer:
+    """The configured optimiser over `params`."""
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
 @dataclass
 class Batch:
     """The rollout of one step, as tensors: [B, T] per turn, samples[t][i] the tokens of episode i, turn t."""
