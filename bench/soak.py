@@ -68,7 +68,9 @@ def main() -> None:
     parser.add_argument("--device-class", default="h100", help="`cpu` runs the same path with the interpreter")
     parser.add_argument("--gpus", default="0", help="comma-separated GPU indices (ignored for the `cpu` class)")
     parser.add_argument("--workers", type=int, default=1, help="workers per GPU (one for the `cpu` class)")
-    parser.add_argument("--timing-budget-s", type=float, default=0.5, help="cap on the adaptive timing loop (service default 10 s)")
+    parser.add_argument(
+        "--timing-budget-s", type=float, default=0.5, help="cap on the adaptive timing loop (service default 10 s)"
+    )
     parser.add_argument("--trials", type=int, default=3, help="correctness trials (service default 5)")
     parser.add_argument("--out", type=Path, help="one JSON line per evaluation")
     parser.add_argument("--logs", type=Path, help="keep the stack's Redis, gateway and worker logs here")
