@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--lr", type=float, default=DemoOptions.lr)
     parser.add_argument("--optimizer", choices=["adamw", "sgd"], default=DemoOptions.optimizer)
+    parser.add_argument(
+        "--max-grad-norm",
+        type=float,
+        default=DemoOptions.max_grad_norm,
+        help="gradient clipping; a large value turns it off, so that SGD keeps each estimator's scale",
+    )
     parser.add_argument("--work", type=Path, default=Path("runs/rl_learning"))
     parser.add_argument("--out", type=Path, help="write every run's records and summary here (JSON)")
     parser.add_argument("--plot", type=Path, help="write the curves here (PNG)")
@@ -84,7 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         with KernelGymClient(stack.base_url, timeout=60) as client:
             for seed in map(int, args.seeds.split(",")):
                 base = DemoOptions(
-                    seed=seed, steps=args.steps, samples=args.samples, lr=args.lr, optimizer=args.optimizer
+                    seed=seed,
+                    steps=args.steps,
+                    samples=args.samples,
+                    lr=args.lr,
+                    optimizer=args.optimizer,
+                    max_grad_norm=args.max_grad_norm,
                 )
                 base.out_dir = str(args.work / f"seed{seed}")
                 scorer = scorer_for(client, base)

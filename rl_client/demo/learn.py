@@ -68,6 +68,7 @@ class DemoOptions:
     samples: int = 4  # episodes per problem and step (the size of TRLOO's groups)
     lr: float = 5e-4
     optimizer: str = "adamw"
+    max_grad_norm: float = 1.0
     prime_steps: int = 150
     feedback_chars: int = 600
     max_new_tokens: int = 48
@@ -163,6 +164,7 @@ def train_config(primed: Primed, opts: DemoOptions) -> TrainConfig:
         feedback_chars=opts.feedback_chars,
         lr=opts.lr,
         optimizer=opts.optimizer,
+        max_grad_norm=opts.max_grad_norm,
         loss_scale=1.0,
         advantage=opts.estimator,
         seed=opts.seed,
@@ -193,6 +195,7 @@ def step_record(step: int, metrics: dict[str, float], outcomes: list[list[TurnOu
     record.update(
         {
             "loss": metrics["train/loss"],
+            "grad_norm": metrics["train/grad_norm"],  # before clipping to max_grad_norm
             "masked_failure_after_success": metrics["rejected/failure_after_success"],
             "mrs_kept": metrics["mrs/kept"],
             "seconds": round(seconds, 2),
@@ -226,6 +229,7 @@ def summary(records: list[dict[str, Any]], opts: DemoOptions, seconds: float) ->
         "estimator": opts.estimator,
         "optimizer": opts.optimizer,
         "lr": opts.lr,
+        "max_grad_norm": opts.max_grad_norm,
         "device": opts.device,
         "seed": opts.seed,
         "steps": len(records),
