@@ -1,6 +1,7 @@
 """Soak: many honest evaluations through the whole service, counting false verdicts (target: 0 rejected).
 
     python bench/soak.py --evaluations 500 --device-class h100 --gpus 0 --out /tmp/soak.jsonl
+    python bench/soak.py --evaluations 500 --device-class h100 --max-minutes 8   # what finishes in 8 minutes
     python bench/soak.py --evaluations 20 --device-class cpu                      # the same path on CPU
 
 The workload is honest kernels only: every bundled problem's example kernel and every honest control of
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import statistics
 import sys
 import time
@@ -74,6 +76,11 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=3, help="correctness trials (service default 5)")
     parser.add_argument("--out", type=Path, help="one JSON line per evaluation")
     parser.add_argument("--logs", type=Path, help="keep the stack's Redis, gateway and worker logs here")
+    parser.add_argument(
+        "--max-minutes",
+        type=float,
+        help="stop waiting after this long, cancel what has not finished and report what has (a bounded run)",
+    )
     args = parser.parse_args()
 
     cpu = args.device_class == "cpu"
@@ -102,8 +109,16 @@ def main() -> None:
                 ],
                 wait=0,
             )
+            deadline = t0 + 60 * args.max_minutes if args.max_minutes else math.inf
+            unfinished = 0
             for n, ((name, pid, _), sub) in enumerate(zip(jobs, submitted, strict=True), 1):
-                e = gym.wait(sub.id, timeout=3600)
+                left = deadline - time.monotonic()
+                e = gym.wait(sub.id, timeout=min(3600, max(0.0, left)))
+                if e.status in ("queued", "running"):  # past --max-minutes: this one and the rest are cut
+                    for later in submitted[n - 1 :]:
+                        gym.cancel(later.id)
+                    unfinished = len(jobs) - n + 1
+                    break
                 verdict = e.verdict or e.status
                 verdicts[verdict] += 1
                 per_kernel.setdefault(name, Counter())[verdict] += 1
@@ -117,6 +132,7 @@ def main() -> None:
                     print(json.dumps(row), flush=True)
                 if out:
                     out.write(json.dumps(row) + "\n")
+                    out.flush()
                 if n % 50 == 0:
                     print(f"{n}/{len(jobs)} done, {time.monotonic() - t0:.0f} s, {dict(verdicts)}", flush=True)
             wall = time.monotonic() - t0
@@ -126,14 +142,15 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "evaluations": len(jobs),
+                "evaluations": len(jobs) - unfinished,
+                "cancelled_at_the_time_limit": unfinished,
                 "kernels": len(kernels),
                 "problems": len({pid for _, pid, _ in kernels}),
                 "verdicts": dict(verdicts),
                 "not_passed": len(bad),
                 "rejected": verdicts["rejected"],
                 "wall_s": round(wall, 1),
-                "per_minute": round(60 * len(jobs) / wall, 1),
+                "per_minute": round(60 * (len(jobs) - unfinished) / wall, 1),
                 "phases_median_s": {k: round(statistics.median(p.get(k, 0.0) for p in phases), 3) for k in names},
                 "per_kernel": {k: dict(v) for k, v in sorted(per_kernel.items())},
             },
