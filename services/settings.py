@@ -16,10 +16,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 def host_memory_mb(proc_cgroup: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int:
     """Memory this host gives its processes, in MiB: the physical memory, or the lowest memory limit of this
     process's cgroup and its ancestors (a container's, a Slurm job's), v2 or v1."""
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for limit in cgroup_memory_limits(proc_cgroup, root):
-        total = min(total, limit)
-    return total >> 20
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min([physical, *cgroup_memory_limits(proc_cgroup, root)]) >> 20
 
 
 def cgroup_memory_limits(proc_cgroup: Path, root: Path) -> list[int]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as validated_dataclass
@@ -20,21 +20,19 @@ class RewardSpec:
     coverage_weight: float = 0.5
 
     def __post_init__(self) -> None:
-        # Metrics and logs carry only the id, so an id must name one formula: other weights need another name.
-        if self.name == _PUBLISHED[0] and (self.version, *self._weights()) != _PUBLISHED[1:]:
+        # Metrics and logs carry only the id, so an id must name one formula: the defaults above are Dr. Kernel's
+        # published reward, and other weights under its name need a name of their own.
+        published = {f.name: f.default for f in fields(RewardSpec)}
+        if self.name == published["name"] and any(getattr(self, k) != v for k, v in published.items()):
             raise ValueError(
                 f"the reward {self.name!r} has fixed weights (Dr. Kernel's); give changed weights a name of their own"
             )
-
-    def _weights(self) -> tuple[float, ...]:
-        return (self.correct_weight, self.speedup_weight, self.speedup_cap, self.coverage_weight)
 
     @property
     def id(self) -> str:
         return f"{self.name}/v{self.version}"
 
 
-_PUBLISHED = ("drkernel-pr", 1, 0.5, 0.5, 3.0, 0.5)
 DRKERNEL_PR = RewardSpec()
 
 
