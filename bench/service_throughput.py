@@ -86,10 +86,10 @@ def wait_warm(stack: LocalStack, warm_children: int, timeout: float = 300) -> in
         time.sleep(0.5)
 
 
-def slot_use(worker_log: Path, last: int) -> list[tuple[float, float]]:
-    """(waited, held) seconds in the timing slot of the last `last` evaluations, from the worker's log."""
+def slot_use(worker_log: Path, last: int) -> list[tuple[float, float, float]]:
+    """(waited, held, GPU work waited) seconds of the last `last` evaluations' timing slot, from the worker's log."""
     lines = [json.loads(line) for line in worker_log.read_text().splitlines() if '"evaluation finished"' in line]
-    return [(line["timing_slot_wait_s"], line["timing_slot_held_s"]) for line in lines[-last:]]
+    return [(line["timing_slot_wait_s"], line["timing_slot_held_s"], line["gpu_wait_s"]) for line in lines[-last:]]
 
 
 def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.Namespace, env: dict) -> dict:
@@ -129,9 +129,10 @@ def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.N
         "per_minute": round(60 * len(jobs) / wall, 2),
         "verdicts": verdicts,
         "timing_slot": {
-            "busy_fraction": round(sum(h for _, h in slot) / wall, 3),
-            "wait_median_s": round(statistics.median(w for w, _ in slot), 3),
-            "held_median_s": round(statistics.median(h for _, h in slot), 3),
+            "busy_fraction": round(sum(h for _, h, _ in slot) / wall, 3),
+            "wait_median_s": round(statistics.median(w for w, _, _ in slot), 3),
+            "held_median_s": round(statistics.median(h for _, h, _ in slot), 3),
+            "gpu_work_wait_median_s": round(statistics.median(g for _, _, g in slot), 3),
         },
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},

@@ -1,10 +1,20 @@
-"""The exclusive per-GPU timing slot: one evaluation at a time measures on a device, whichever process runs it.
+"""The per-GPU timing slot: one evaluation at a time measures on a device, and nothing else runs on it meanwhile.
 
 Several evaluations share a GPU (the worker's pool processes, or several workers pinned to it), and their CPU-bound
-stages overlap; only timing and profiling must see the device to themselves. The slot is an `flock` on a file
-named after the device (a GPU's UUID: `KERNELGYM_WORKER_DEVICE_ID`), so it is shared by every process on the host
-that opens the same directory, and the kernel releases it when its holder dies, however it dies. The evaluation
-core holds it through `Evaluator(timing_slot=...)`; a cancelled evaluation stops waiting for it.
+stages overlap. A timing or profiling stage needs the device to itself: another evaluation's correctness trials
+on the same GPU time-slice with the timed kernels, which on an H100 stretched the timing stage's median hold from
+0.5 s to 1 s, sent adaptive sampling to its cap, and moved speedups by up to 10%. So the device has a
+reader-writer lock with writer preference, made of `flock`s on three files named after the device (a GPU's
+UUID: `KERNELGYM_WORKER_DEVICE_ID`), shared by every process on the host that opens the same directory:
+
+- `<device>.lock`: the slot itself, taken exclusively by the one evaluation about to measure;
+- `<device>.gate`: that evaluation closes it, so no new GPU work starts;
+- `<device>.use`: GPU work outside measurements (a request to a child: load, compile, correctness, checks)
+  holds it shared; the measuring evaluation takes it exclusively once the requests in flight have ended.
+
+The kernel releases every lock when its holder dies, however it dies. The evaluation core holds the slot through
+`Evaluator(timing_slot=...)` and its requests through `slot.shared()`; a cancelled evaluation stops waiting for
+either.
 """
 
 from __future__ import annotations
@@ -19,24 +29,28 @@ from pathlib import Path
 
 from services.errors import EvaluationCancelled
 
-# How often a waiting evaluation retries the lock (and looks for a cancellation): small against the
-# seconds a holder keeps the slot, so the device idles at most this long between two holders.
-_POLL_S = 0.005
+# How often a waiting evaluation retries a lock (and looks for a cancellation): small against the seconds a
+# holder keeps the slot, so the device idles at most this long between two holders.
+_POLL_S = 0.002
 
 
 class TimingSlot:
-    """A context-manager factory: `with slot(): ...` holds the device's slot. One per process; not re-entrant."""
+    """`with slot(): ...` holds the device to measure; `with slot.shared(): ...` runs other GPU work beside other
+    evaluations' (a no-op inside this process's own `slot()`). One per process; neither is re-entrant."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.gate = path.with_suffix(".gate")
+        self.use = path.with_suffix(".use")
         self._cancelled = threading.Event()
-        self.waited_s = 0.0  # by the last holder in this process: how long it waited, how long it held
-        self.held_s = 0.0
+        self._measuring = False
+        # By the current evaluation in this process: waiting for and holding the slot, waiting to run GPU work.
+        self.waited_s = self.held_s = self.shared_waited_s = 0.0
 
     def reset(self) -> None:
         """A new evaluation starts: forget an earlier cancellation and the last figures."""
         self._cancelled.clear()
-        self.waited_s = self.held_s = 0.0
+        self.waited_s = self.held_s = self.shared_waited_s = 0.0
 
     def cancel(self) -> None:
         """From another thread: a wait in progress (or the next one) raises EvaluationCancelled."""
@@ -44,25 +58,59 @@ class TimingSlot:
 
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # Opened per use and close-on-exec (Python's default): no child process ever holds the lock.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            t0 = time.monotonic()
-            while True:
-                if self._cancelled.is_set():
-                    raise EvaluationCancelled("cancelled while waiting for the timing slot")
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    time.sleep(_POLL_S)
+        t0 = time.monotonic()
+        with (
+            self._locked(self.path, fcntl.LOCK_EX),
+            self._locked(self.gate, fcntl.LOCK_EX),
+            self._locked(self.use, fcntl.LOCK_EX),
+        ):
             t1 = time.monotonic()
             self.waited_s += t1 - t0
+            self._measuring = True
             try:
                 yield
             finally:
+                self._measuring = False
                 self.held_s += time.monotonic() - t1
-                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        if self._measuring:
+            yield
+            return
+        t0 = time.monotonic()
+        # Through the gate (shut while an evaluation measures or waits for the work in flight to end), then
+        # into the shared hold, which nobody can hold exclusively while the gate is open to us.
+        with self._locked(self.gate, fcntl.LOCK_SH):
+            use = self._open(self.use)
+            try:
+                fcntl.flock(use, fcntl.LOCK_SH)
+            except BaseException:
+                os.close(use)
+                raise
+        self.shared_waited_s += time.monotonic() - t0
+        try:
+            yield
+        finally:
+            os.close(use)  # releases the lock
+
+    def _open(self, path: Path) -> int:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Opened per use and close-on-exec (Python's default): no child process ever holds a lock.
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path, mode: int) -> Iterator[None]:
+        fd = self._open(path)
+        try:
+            while True:
+                if self._cancelled.is_set():
+                    raise EvaluationCancelled("cancelled while waiting for the device's timing slot")
+                try:
+                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    time.sleep(_POLL_S)
+            yield
         finally:
             os.close(fd)

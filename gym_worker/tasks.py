@@ -197,6 +197,7 @@ class WorkerState:
                 "cancelled": cancelled,
                 "timing_slot_wait_s": round(self.slot.waited_s, 3),
                 "timing_slot_held_s": round(self.slot.held_s, 3),
+                "gpu_wait_s": round(self.slot.shared_waited_s, 3),
             },
         )
 

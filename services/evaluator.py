@@ -38,12 +38,12 @@ from services.timing_cache import TimingStore
 class Evaluator:
     """Evaluates candidates against references; keeps warm children between evaluations.
 
-    `timing_slot`, when given, is called for a context manager that the evaluation holds around every
-    measurement a concurrent evaluation on the same GPU would disturb: the timing stage's calls (warm-up,
-    samples, re-checks, the wall-clock confirmation calls, and the samples of the other reference processes,
-    each held separately) and the profile stage. Everything else (child start, load, compile, correctness,
-    hidden sizes, starting the other reference children) runs outside it, so a worker can overlap those stages
-    of several evaluations and serialise only the measurements through one lock per GPU.
+    `timing_slot`, when given (gym_worker.slot), is held around every measurement a concurrent evaluation on
+    the same GPU would disturb: the timing stage's calls (warm-up, samples, re-checks, the wall-clock
+    confirmation calls, and the samples of the other reference processes, each held separately) and the profile
+    stage; every other request to a child holds it shared, so no other evaluation's GPU work runs during a
+    measurement. The CPU-bound work (child start, imports, Triton compilation, comparing outputs in the parent)
+    of several evaluations overlaps, and only the device is taken in turns.
     """
 
     def __init__(

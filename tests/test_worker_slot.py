@@ -86,3 +86,61 @@ def test_a_cancelled_wait_gives_up_and_a_reset_slot_works_again(tmp_path):
     with slot():
         pass
     assert slot.held_s >= 0.0 and slot.waited_s < 1.0
+
+
+def test_gpu_work_never_overlaps_a_measurement_and_a_waiting_measurement_goes_first(tmp_path):
+    measurer, worker = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")  # two processes'
+    log: list[str] = []
+    in_flight = threading.Event()
+    finish = threading.Event()
+
+    def long_request() -> None:  # GPU work in flight when the measurement asks for the device
+        with worker.shared():
+            in_flight.set()
+            finish.wait(5)
+            log.append("request 1 ends")
+
+    def measure() -> None:
+        with measurer():
+            log.append("measuring")
+            time.sleep(0.3)
+            log.append("measured")
+
+    first = threading.Thread(target=long_request)
+    first.start()
+    assert in_flight.wait(5)
+    m = threading.Thread(target=measure)
+    m.start()
+    time.sleep(0.2)
+    late = TimingSlot(tmp_path / "gpu-x.lock")
+
+    def late_request() -> None:  # arrives while the measurement waits: it must not jump the queue
+        with late.shared():
+            log.append("request 2")
+
+    second = threading.Thread(target=late_request)
+    second.start()
+    time.sleep(0.2)
+    assert log == []  # the measurement waits for request 1, request 2 waits for the measurement
+    finish.set()
+    for t in (first, m, second):
+        t.join(5)
+    assert log == ["request 1 ends", "measuring", "measured", "request 2"]
+    assert late.shared_waited_s >= 0.3 and measurer.waited_s >= 0.2
+
+
+def test_gpu_work_inside_the_own_measurement_does_not_wait_for_it(tmp_path):
+    slot = TimingSlot(tmp_path / "gpu-x.lock")
+    with slot(), slot.shared():  # the measuring evaluation's own requests
+        pass
+    with slot.shared(), TimingSlot(tmp_path / "gpu-x.lock").shared():  # two evaluations' requests side by side
+        pass
+    assert slot.shared_waited_s < 0.5
+
+
+def test_a_cancelled_wait_for_the_device_gives_up(tmp_path):
+    slot, other = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")
+    with other():
+        threading.Timer(0.3, slot.cancel).start()
+        with pytest.raises(EvaluationCancelled), slot.shared():
+            pass

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -53,7 +53,24 @@ from services.settings import EvalSettings
 
 MAX_DELIVERY_BYTES = 64 << 30
 R = TypeVar("R", bound=Reply)
-TimingSlot = Callable[[], AbstractContextManager[Any]]
+
+
+class TimingSlot(Protocol):
+    """The device's lock (gym_worker.slot): `slot()` around a measurement, `slot.shared()` around other GPU work."""
+
+    def __call__(self) -> AbstractContextManager[Any]: ...
+
+    def shared(self) -> AbstractContextManager[Any]: ...
+
+
+class _Unshared:
+    """No slot: this process is the device's only user (the CLI, tests, a worker of one evaluation at a time)."""
+
+    def __call__(self) -> AbstractContextManager[Any]:
+        return nullcontext()
+
+    def shared(self) -> AbstractContextManager[Any]:
+        return nullcontext()
 
 
 @dataclass
@@ -115,7 +132,7 @@ class CallDeadline(Deadline):
 
 class Session:
     """One evaluation's children, secrets and checks; `slot` is held around measurements a concurrent
-    evaluation on the same GPU would disturb."""
+    evaluation on the same GPU would disturb, and shared around every other request to a child."""
 
     def __init__(
         self,
@@ -141,8 +158,9 @@ class Session:
         self.reference_call_s = 0.0  # the slowest reference call the parent has seen (whole request)
         self.compile_total_s = 0.0  # the candidate child's compile time so far, as it reports it
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
+        self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
         self._receive_pool = receive_pool
-        self.slot: TimingSlot = slot or nullcontext
+        self.slot: TimingSlot = slot or _Unshared()
 
     # -- secrets and records -----------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
@@ -224,7 +242,23 @@ class Session:
     ) -> tuple[R, list[bytes]]:
         """One command to a child; every way it can go wrong becomes a verdict (candidate) or
         ReferenceFailed (reference): whatever either prints, it is never the machine's fault. A candidate's
-        forward calls run under a CallDeadline (the stage's `deadline` caps it)."""
+        forward calls run under a CallDeadline (the stage's `deadline` caps it). Outside a measurement the
+        request holds the slot shared: it waits while another evaluation measures on the device, and that wait,
+        not the evaluation's own time, moves every deadline of the evaluation back."""
+        asked = time.monotonic()
+        with self.slot.shared():
+            self.gpu_waited_s += time.monotonic() - asked
+            return self._ask(child, command, expect, deadline + self.gpu_waited_s, what, payloads)
+
+    def _ask(
+        self,
+        child: Child,
+        command: Command,
+        expect: type[R],
+        deadline: float,
+        what: str,
+        payloads: list[bytes] | None,
+    ) -> tuple[R, list[bytes]]:
         is_ref = child is not self.cand
         self.stop_if_cancelled()
         limited = not is_ref and isinstance(command, Call | Time)
