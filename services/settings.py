@@ -74,13 +74,7 @@ class EvalSettings(BaseSettings):
     cpu_timing_budget_s: float = Field(0.5, gt=0, description="CPU mode times only to exercise the path.")
 
     # Timing protocol.
-    warmup_ms: float = Field(
-        25.0,
-        ge=0,
-        description="Warm-up per side, by time, before sampling. Both processes have already run their side in "
-        "the correctness trials (lazy initialisation, compilation and autotuning are done), so this only brings "
-        "the device's clocks and caches to a steady state; it was 100 ms, 40% of a warm evaluation's timing slot.",
-    )
+    warmup_ms: float = Field(100.0, ge=0, description="Warm-up per side, by time, before sampling.")
     min_timed_calls: int = Field(20, ge=3)
     timer_resolution_ms: float = Field(
         3.2e-5,
