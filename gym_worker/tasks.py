@@ -25,7 +25,7 @@ from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
 from gym_worker.health import DeviceHealth, probe
 from gym_worker.run import worker_device
-from gym_worker.slot import TimingSlot
+from services.device_lock import TimingSlot
 from services.errors import EvaluationCancelled, EvaluationError, InfrastructureFault, ReferenceFailed
 from services.evaluator import Evaluator, environment
 from services.problems import Problem
@@ -101,8 +101,11 @@ class WorkerState:
         self.device = worker_device(service)
         self.name = f"{service.device_class}@{socket.gethostname()}:{os.getpid()}"
         device_id = service.worker_device_id or self.device
-        self.slot = TimingSlot(Path(service.gpu_lock_dir) / f"{device_id}.lock")
-        self.evaluator = Evaluator(eval_settings, timing_slot=self.slot)
+        lock = Path(service.gpu_lock_dir) / f"{device_id}.lock"
+        self.evaluator = Evaluator(eval_settings.model_copy(update={"device_lock": str(lock)}))
+        slot = self.evaluator.timing_slot
+        assert slot is not None  # made from the device_lock just set
+        self.slot: TimingSlot = slot
         ttl = service.reference_timing_ttl_s
         self.timings = RedisTimingStore(self.r, self.keys, ttl) if ttl > 0 else None
         self.evaluator.pool.prewarm(self.device)

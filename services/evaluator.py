@@ -13,12 +13,14 @@ import platform
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import torch
 import triton
 
 from services import feedback, timing_cache
+from services.device_lock import TimingSlot
 from services.errors import EarlyVerdict, InfrastructureFault
 from services.hidden_shapes import shape_generality
 from services.parent.correctness import CorrectnessOutcome, correctness, hidden_sizes
@@ -26,7 +28,7 @@ from services.parent.defences import plausibility, record_silent_guards
 from services.parent.dependence import output_dependence
 from services.parent.load import acquire_references, load, start_children, start_reference, static_triage
 from services.parent.profile import ProfileOutcome, profile
-from services.parent.session import Session, TimingSlot
+from services.parent.session import Session
 from services.parent.timing import TimingOutcome, TimingPlan, timing
 from services.problems import Problem
 from services.sandbox import ChildPool
@@ -38,20 +40,19 @@ from services.timing_cache import TimingStore
 class Evaluator:
     """Evaluates candidates against references; keeps warm children between evaluations.
 
-    `timing_slot`, when given (gym_worker.slot), is held around every measurement a concurrent evaluation on
-    the same GPU would disturb: the timing stage's calls (warm-up, samples, re-checks, the wall-clock
-    confirmation calls, and the samples of the other reference processes, each held separately) and the profile
-    stage; every other request to a child holds it shared, so no other evaluation's GPU work runs during a
-    measurement. The CPU-bound work (child start, imports, Triton compilation, comparing outputs in the parent)
-    of several evaluations overlaps, and only the device is taken in turns.
+    `timing_slot` (made from `settings.device_lock` when set: services.device_lock) is held around every
+    measurement a concurrent evaluation on the same GPU would disturb: the timing stage's calls (warm-up,
+    samples, re-checks, the wall-clock confirmation calls, and the samples of the other reference processes,
+    each held separately) and the profile stage; every other request to a child holds it shared, so no other
+    evaluation's GPU work runs during a measurement. The CPU-bound work of several evaluations (child start,
+    imports, comparing outputs in the parent) overlaps, and only the device is taken in turns.
     """
 
-    def __init__(
-        self, settings: EvalSettings | None = None, pool: ChildPool | None = None, timing_slot: TimingSlot | None = None
-    ):
+    def __init__(self, settings: EvalSettings | None = None, pool: ChildPool | None = None):
         self.settings = settings or EvalSettings()
         self.pool = pool or ChildPool(self.settings)
-        self.timing_slot = timing_slot
+        lock = self.settings.device_lock
+        self.timing_slot = TimingSlot(Path(lock)) if lock else None
         self._mem_pool: Any = None
         self._current: Session | None = None
 

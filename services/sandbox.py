@@ -149,6 +149,7 @@ class Child:
                 device,
                 str(mem_mb),
                 str(file_mb),
+                self.settings.device_lock if device == "cuda" else "",
             ],
             pass_fds=(to_child_r, from_child_w),
             env=child_env(device, self.tmpdir),

@@ -174,6 +174,11 @@ class EvalSettings(BaseSettings):
     )
     timing_timeout_s: float = Field(180.0, gt=0)
     child_start_timeout_s: float = Field(120.0, gt=0, description="Torch import and device init of a child.")
+    device_lock: str = Field(
+        "",
+        description="The device's timing-slot lock file (services.device_lock), shared by every process that "
+        "uses the GPU; a worker sets it. Empty: this process is the device's only user.",
+    )
     concurrent_children: int = Field(
         2,
         ge=1,

@@ -14,12 +14,13 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import torch
 
 from services import feedback
 from services.compare import compare_outputs, structure_mismatch, tolerance
+from services.device_lock import TimingSlot
 from services.errors import (
     ChildDied,
     ChildTimedOut,
@@ -53,14 +54,6 @@ from services.settings import EvalSettings
 
 MAX_DELIVERY_BYTES = 64 << 30
 R = TypeVar("R", bound=Reply)
-
-
-class TimingSlot(Protocol):
-    """The device's lock (gym_worker.slot): `slot()` around a measurement, `slot.shared()` around other GPU work."""
-
-    def __call__(self) -> AbstractContextManager[Any]: ...
-
-    def shared(self) -> AbstractContextManager[Any]: ...
 
 
 class _Unshared:
@@ -160,7 +153,7 @@ class Session:
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
         self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
         self._receive_pool = receive_pool
-        self.slot: TimingSlot = slot or _Unshared()
+        self.slot: TimingSlot | _Unshared = slot or _Unshared()
 
     # -- secrets and records -----------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
@@ -248,76 +241,65 @@ class Session:
         asked = time.monotonic()
         with self.slot.shared():
             self.gpu_waited_s += time.monotonic() - asked
-            return self._ask(child, command, expect, deadline + self.gpu_waited_s, what, payloads)
-
-    def _ask(
-        self,
-        child: Child,
-        command: Command,
-        expect: type[R],
-        deadline: float,
-        what: str,
-        payloads: list[bytes] | None,
-    ) -> tuple[R, list[bytes]]:
-        is_ref = child is not self.cand
-        self.stop_if_cancelled()
-        limited = not is_ref and isinstance(command, Call | Time)
-        wait: float | CallDeadline = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
-        sent = time.monotonic()
-        try:
-            header, data = child.request(command_header(command), wait, payloads)
-            reply = decode_reply(expect, header)
-        except ChildTimedOut:
+            deadline += self.gpu_waited_s
+            is_ref = child is not self.cand
             self.stop_if_cancelled()
-            if is_ref:
-                raise ReferenceFailed(f"the reference timed out while {what}") from None
-            limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
-            self.check(
-                "time_limit",
-                False,
-                f"no reply while {what}",
-                measured={"waited_s": round(time.monotonic() - sent, 3)},
-                thresholds={"limit_s": round(limit_s, 3)},
-            )
-            if isinstance(wait, CallDeadline):
-                raise EarlyVerdict(Verdict.TIMEOUT, wait.timeout_text(what)) from None
-            raise EarlyVerdict(
-                Verdict.TIMEOUT,
-                f"Timed out while {what}; the process was killed. Look for an "
-                "infinite loop or a grid that never terminates.",
-            ) from None
-        except ChildDied as died:
-            self.stop_if_cancelled()
-            if is_ref:
-                raise ReferenceFailed(f"the reference process died ({died.reason}) while {what}") from None
-            hint = feedback.signal_hint(died.signal_name)
-            raise EarlyVerdict(
-                Verdict.CRASHED, f"The candidate process {died.reason} while {what}" + (f" ({hint})." if hint else ".")
-            ) from None
-        except ProtocolError as exc:
-            if is_ref:
-                raise ReferenceFailed(f"bad message from the reference: {exc}") from None
-            raise EarlyVerdict(
-                Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
-            ) from None
-        finally:
-            if isinstance(wait, CallDeadline):
-                self.compile_granted_s += wait.compile_s
-        if is_ref and isinstance(command, Call):
-            self.reference_call_s = max(self.reference_call_s, time.monotonic() - sent)
-        if not is_ref:
-            self.compile_total_s = reply.compile_total_s
-        if not is_ref and self.defended:
-            self.judge_guards(reply)
-        if isinstance(reply, Failure):
-            tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
-            context = reply.context or what
-            if is_ref or reply.error == "reference_error":
-                who = "reference" if is_ref else "candidate"
-                raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
-            verdict = Verdict.COMPILE_ERROR if reply.error == "compile_error" else Verdict.RUNTIME_ERROR
-            raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
-        return reply, data
+            limited = not is_ref and isinstance(command, Call | Time)
+            wait: float | CallDeadline = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
+            sent = time.monotonic()
+            try:
+                header, data = child.request(command_header(command), wait, payloads)
+                reply = decode_reply(expect, header)
+            except ChildTimedOut:
+                self.stop_if_cancelled()
+                if is_ref:
+                    raise ReferenceFailed(f"the reference timed out while {what}") from None
+                limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
+                self.check(
+                    "time_limit",
+                    False,
+                    f"no reply while {what}",
+                    measured={"waited_s": round(time.monotonic() - sent, 3)},
+                    thresholds={"limit_s": round(limit_s, 3)},
+                )
+                if isinstance(wait, CallDeadline):
+                    raise EarlyVerdict(Verdict.TIMEOUT, wait.timeout_text(what)) from None
+                raise EarlyVerdict(
+                    Verdict.TIMEOUT,
+                    f"Timed out while {what}; the process was killed. Look for an "
+                    "infinite loop or a grid that never terminates.",
+                ) from None
+            except ChildDied as died:
+                self.stop_if_cancelled()
+                if is_ref:
+                    raise ReferenceFailed(f"the reference process died ({died.reason}) while {what}") from None
+                hint = feedback.signal_hint(died.signal_name)
+                text = f"The candidate process {died.reason} while {what}" + (f" ({hint})." if hint else ".")
+                raise EarlyVerdict(Verdict.CRASHED, text) from None
+            except ProtocolError as exc:
+                if is_ref:
+                    raise ReferenceFailed(f"bad message from the reference: {exc}") from None
+                raise EarlyVerdict(
+                    Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
+                ) from None
+            finally:
+                if isinstance(wait, CallDeadline):
+                    self.compile_granted_s += wait.compile_s
+            if is_ref and isinstance(command, Call):
+                self.reference_call_s = max(self.reference_call_s, time.monotonic() - sent)
+            if not is_ref:
+                self.compile_total_s = reply.compile_total_s
+            if not is_ref and self.defended:
+                self.judge_guards(reply)
+            if isinstance(reply, Failure):
+                tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
+                context = reply.context or what
+                if is_ref or reply.error == "reference_error":
+                    who = "reference" if is_ref else "candidate"
+                    raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
+                verdict = Verdict.COMPILE_ERROR if reply.error == "compile_error" else Verdict.RUNTIME_ERROR
+                raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
+            return reply, data
 
     def release(self, deadline: float, *children: Child) -> None:
         for child in children or (self.ref, self.cand):

@@ -12,9 +12,9 @@ UUID: `KERNELGYM_WORKER_DEVICE_ID`), shared by every process on the host that op
 - `<device>.use`: GPU work outside measurements (a request to a child: load, compile, correctness, checks)
   holds it shared; the measuring evaluation takes it exclusively once the requests in flight have ended.
 
-The kernel releases every lock when its holder dies, however it dies. The evaluation core holds the slot through
-`Evaluator(timing_slot=...)` and its requests through `slot.shared()`; a cancelled evaluation stops waiting for
-either.
+A child process that is starting holds `.use` shared while it initialises CUDA (a context's creation stalls the
+device), before any user code is in it. The kernel releases every lock when its holder dies, however it dies. The
+evaluator makes its slot from `EvalSettings.device_lock` (a worker sets it); a cancelled evaluation stops waiting.
 """
 
 from __future__ import annotations

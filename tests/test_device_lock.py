@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from gym_worker.slot import TimingSlot
+from services.device_lock import TimingSlot
 from services.errors import EvaluationCancelled
 
 HOLD = """
