@@ -157,7 +157,7 @@ def test_a_kernel_launch_then_an_endless_loop_times_out_within_20_s(evaluator, r
     result = evaluator.evaluate(relu, relu_candidate("y = triton_relu(x)\nwhile True:\n    pass"), NO_TIMING)
     assert result.verdict is Verdict.TIMEOUT
     assert time.monotonic() - start < 20
-    assert re.search(r"time limit of [\d.]+ s \(5 s \+ 100 x the reference's", result.feedback), result.feedback
+    assert re.search(r"time limit of [\d.]+ s \(5 s \+ 20 x the reference's", result.feedback), result.feedback
 
 
 AUTOTUNED = """
