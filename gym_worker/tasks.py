@@ -3,7 +3,7 @@ always ends with an outcome, and it records that outcome exactly once in the job
 
 Start a worker with `kernelgym worker` (which runs Celery with this module as its app). Each prefork pool
 process holds one `WorkerState` and runs one evaluation at a time; the worker's pool processes evaluate
-side by side and take turns in the device's timing slot (gym_worker.slot).
+side by side and take turns in the device's timing slot (services.device_lock).
 """
 
 from __future__ import annotations
