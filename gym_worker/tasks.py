@@ -90,6 +90,17 @@ class RedisTimingStore:
             log.warning("reference timing claim not dropped: %s", exc)
 
 
+def timing_figures(result: EvalResult) -> dict[str, object]:
+    """Why an evaluation held the timing slot as long as it did: the timed calls per side, the precision they
+    reached, and whether the stored reference timing was reused (otherwise it was timed in several processes)."""
+    sides = {"candidate": result.candidate_runtime, "reference": result.reference_runtime}
+    return {
+        "timed_calls": {side: stats.trials for side, stats in sides.items() if stats},
+        "ci95_rel_halfwidth": {side: stats.ci95_rel_halfwidth for side, stats in sides.items() if stats},
+        "timings_from_cache": result.timings_from_cache,
+    }
+
+
 class WorkerState:
     """What one worker process holds between tasks: its Redis client, warm evaluator and health."""
 
@@ -201,6 +212,7 @@ class WorkerState:
                 "timing_slot_wait_s": round(self.slot.waited_s, 3),
                 "timing_slot_held_s": round(self.slot.held_s, 3),
                 "gpu_wait_s": round(self.slot.shared_waited_s, 3),
+                **(timing_figures(outcome) if isinstance(outcome, EvalResult) else {}),
             },
         )
 

@@ -6,6 +6,7 @@ once in /readyz and /metrics, its processes as evaluation slots."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import time
@@ -96,6 +97,16 @@ def test_a_cancelled_holder_frees_the_slot_the_other_evaluation_waits_for(pipeli
         done = gym.wait(waiter.id, timeout=120)
         assert done.status == "done" and done.verdict == "passed"
     assert not slot_held(lock)
+    # The worker logs (just after it reports the result) why the evaluation held the slot as long as it did.
+    log = pipelined.dir / "worker0.log"
+
+    def honest() -> list[dict]:
+        finished = [json.loads(line) for line in log.read_text().splitlines() if '"evaluation finished"' in line]
+        return [f for f in finished if not f["cancelled"]]
+
+    wait_for(honest, 10, "the honest evaluation's figures were not logged")
+    assert len(honest()) == 1 and honest()[0]["timed_calls"]["candidate"] >= 3
+    assert honest()[0]["timings_from_cache"] == []  # the holder was cancelled before it could store the reference
 
 
 def test_a_sigkilled_holder_frees_the_slot_and_each_evaluation_is_reported_once(pipelined):
