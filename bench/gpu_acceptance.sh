@@ -12,9 +12,9 @@
 #   bench/gpu_acceptance.sh 6 "$OUT"   # real-world corpus through the evaluator's tests, demo-learn on the GPU
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
-# time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of its 36
-# cases in 120 s, and demo-learn did not finish priming in 100 s. Folders the steps leave in OUT (logs, demo output) are packed
-# into one OUT/<folder>.tgz each at the end: the device tool brings back at most 8 files.
+# time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
+# its 36 cases in 120 s, and demo-learn did not finish priming in 100 s. Folders the steps leave in OUT (logs,
+# demo output) are packed into one OUT/<folder>.tgz each at the end: the device tool brings back at most 8 files.
 #
 # On a GPU machine without network access, first `source bench/offline_bundle.sh use DIR` (a bundle made with
 # `bench/offline_bundle.sh make DIR` where there is network): the service's packages and redis-server.
