@@ -86,10 +86,26 @@ def wait_warm(stack: LocalStack, warm_children: int, timeout: float = 300) -> in
         time.sleep(0.5)
 
 
-def slot_use(worker_log: Path, last: int) -> list[tuple[float, float, float]]:
-    """(waited, held, GPU work waited) seconds of the last `last` evaluations' timing slot, from the worker's log."""
+def slot_use(worker_log: Path, last: int) -> list[dict]:
+    """The worker's figures for the last `last` evaluations (slot waited and held, GPU work waited, timed calls,
+    whether the stored reference timing was reused), from its log."""
     lines = [json.loads(line) for line in worker_log.read_text().splitlines() if '"evaluation finished"' in line]
-    return [(line["timing_slot_wait_s"], line["timing_slot_held_s"], line["gpu_wait_s"]) for line in lines[-last:]]
+    return lines[-last:]
+
+
+def long_holds(slot: list[dict], over_s: float = 3.0) -> dict:
+    """The evaluations that held the slot longer than `over_s`; of those with a result, how many did not reuse the
+    stored reference timing (the reference is then timed in several processes) and their median timed calls."""
+    long = [e for e in slot if e["timing_slot_held_s"] > over_s]
+    timed = [e for e in long if "timed_calls" in e]
+    calls = [e["timed_calls"]["candidate"] for e in timed if "candidate" in e["timed_calls"]]
+    return {
+        "over_s": over_s,
+        "count": len(long),
+        "held_s": round(sum(e["timing_slot_held_s"] for e in long), 1),
+        "reference_not_reused": sum("reference" not in e["timings_from_cache"] for e in timed),
+        "candidate_calls_median": statistics.median(calls) if calls else None,
+    }
 
 
 def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.Namespace, env: dict) -> dict:
@@ -129,10 +145,11 @@ def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.N
         "per_minute": round(60 * len(jobs) / wall, 2),
         "verdicts": verdicts,
         "timing_slot": {
-            "busy_fraction": round(sum(h for _, h, _ in slot) / wall, 3),
-            "wait_median_s": round(statistics.median(w for w, _, _ in slot), 3),
-            "held_median_s": round(statistics.median(h for _, h, _ in slot), 3),
-            "gpu_work_wait_median_s": round(statistics.median(g for _, _, g in slot), 3),
+            "busy_fraction": round(sum(e["timing_slot_held_s"] for e in slot) / wall, 3),
+            "wait_median_s": round(statistics.median(e["timing_slot_wait_s"] for e in slot), 3),
+            "held_median_s": round(statistics.median(e["timing_slot_held_s"] for e in slot), 3),
+            "gpu_work_wait_median_s": round(statistics.median(e["gpu_wait_s"] for e in slot), 3),
+            "long_holds": long_holds(slot),
         },
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
