@@ -42,6 +42,7 @@ class TimingSlot:
         self.path = path
         self.gate = path.with_suffix(".gate")
         self.use = path.with_suffix(".use")
+        path.parent.mkdir(parents=True, exist_ok=True)
         self._cancelled = threading.Event()
         self._measuring = False
         # By the current evaluation in this process: waiting for and holding the slot, waiting to run GPU work.
@@ -79,23 +80,18 @@ class TimingSlot:
             yield
             return
         t0 = time.monotonic()
-        # Through the gate (shut while an evaluation measures or waits for the work in flight to end), then
-        # into the shared hold, which nobody can hold exclusively while the gate is open to us.
-        with self._locked(self.gate, fcntl.LOCK_SH):
-            use = self._open(self.use)
-            try:
-                fcntl.flock(use, fcntl.LOCK_SH)
-            except BaseException:
-                os.close(use)
-                raise
-        self.shared_waited_s += time.monotonic() - t0
+        use = self._open(self.use)
         try:
+            # Through the gate (shut while an evaluation measures or waits for the work in flight to end), then
+            # into the shared hold, which nobody can hold exclusively while the gate is open to us.
+            with self._locked(self.gate, fcntl.LOCK_SH):
+                fcntl.flock(use, fcntl.LOCK_SH)
+            self.shared_waited_s += time.monotonic() - t0
             yield
         finally:
             os.close(use)  # releases the lock
 
     def _open(self, path: Path) -> int:
-        path.parent.mkdir(parents=True, exist_ok=True)
         # Opened per use and close-on-exec (Python's default): no child process ever holds a lock.
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 

@@ -11,8 +11,8 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -224,6 +224,14 @@ class Session:
             f"{floor:g} s + {multiple:g} x the reference's {self.reference_call_s:.3g} s for the same call",
         )
 
+    @contextmanager
+    def _gpu_turn(self) -> Iterator[None]:
+        """The device's slot, shared, for one request (a no-op during this evaluation's own measurement)."""
+        asked = time.monotonic()
+        with self.slot.shared():
+            self.gpu_waited_s += time.monotonic() - asked
+            yield
+
     def ask(
         self,
         child: Child,
@@ -238,68 +246,68 @@ class Session:
         forward calls run under a CallDeadline (the stage's `deadline` caps it). Outside a measurement the
         request holds the slot shared: it waits while another evaluation measures on the device, and that wait,
         not the evaluation's own time, moves every deadline of the evaluation back."""
-        asked = time.monotonic()
-        with self.slot.shared():
-            self.gpu_waited_s += time.monotonic() - asked
-            deadline += self.gpu_waited_s
-            is_ref = child is not self.cand
-            self.stop_if_cancelled()
-            limited = not is_ref and isinstance(command, Call | Time)
-            wait: float | CallDeadline = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
-            sent = time.monotonic()
-            try:
+        is_ref = child is not self.cand
+        self.stop_if_cancelled()
+        limited = not is_ref and isinstance(command, Call | Time)
+        wait: float | CallDeadline = deadline
+        try:
+            with self._gpu_turn():
+                # Waiting for other evaluations' measurements is not this evaluation's time.
+                deadline += self.gpu_waited_s
+                wait = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
+                sent = time.monotonic()
                 header, data = child.request(command_header(command), wait, payloads)
-                reply = decode_reply(expect, header)
-            except ChildTimedOut:
-                self.stop_if_cancelled()
-                if is_ref:
-                    raise ReferenceFailed(f"the reference timed out while {what}") from None
-                limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
-                self.check(
-                    "time_limit",
-                    False,
-                    f"no reply while {what}",
-                    measured={"waited_s": round(time.monotonic() - sent, 3)},
-                    thresholds={"limit_s": round(limit_s, 3)},
-                )
-                if isinstance(wait, CallDeadline):
-                    raise EarlyVerdict(Verdict.TIMEOUT, wait.timeout_text(what)) from None
-                raise EarlyVerdict(
-                    Verdict.TIMEOUT,
-                    f"Timed out while {what}; the process was killed. Look for an "
-                    "infinite loop or a grid that never terminates.",
-                ) from None
-            except ChildDied as died:
-                self.stop_if_cancelled()
-                if is_ref:
-                    raise ReferenceFailed(f"the reference process died ({died.reason}) while {what}") from None
-                hint = feedback.signal_hint(died.signal_name)
-                text = f"The candidate process {died.reason} while {what}" + (f" ({hint})." if hint else ".")
-                raise EarlyVerdict(Verdict.CRASHED, text) from None
-            except ProtocolError as exc:
-                if is_ref:
-                    raise ReferenceFailed(f"bad message from the reference: {exc}") from None
-                raise EarlyVerdict(
-                    Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
-                ) from None
-            finally:
-                if isinstance(wait, CallDeadline):
-                    self.compile_granted_s += wait.compile_s
-            if is_ref and isinstance(command, Call):
-                self.reference_call_s = max(self.reference_call_s, time.monotonic() - sent)
-            if not is_ref:
-                self.compile_total_s = reply.compile_total_s
-            if not is_ref and self.defended:
-                self.judge_guards(reply)
-            if isinstance(reply, Failure):
-                tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
-                context = reply.context or what
-                if is_ref or reply.error == "reference_error":
-                    who = "reference" if is_ref else "candidate"
-                    raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
-                verdict = Verdict.COMPILE_ERROR if reply.error == "compile_error" else Verdict.RUNTIME_ERROR
-                raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
-            return reply, data
+            reply = decode_reply(expect, header)
+        except ChildTimedOut:
+            self.stop_if_cancelled()
+            if is_ref:
+                raise ReferenceFailed(f"the reference timed out while {what}") from None
+            limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
+            self.check(
+                "time_limit",
+                False,
+                f"no reply while {what}",
+                measured={"waited_s": round(time.monotonic() - sent, 3)},
+                thresholds={"limit_s": round(limit_s, 3)},
+            )
+            if isinstance(wait, CallDeadline):
+                raise EarlyVerdict(Verdict.TIMEOUT, wait.timeout_text(what)) from None
+            raise EarlyVerdict(
+                Verdict.TIMEOUT,
+                f"Timed out while {what}; the process was killed. Look for an "
+                "infinite loop or a grid that never terminates.",
+            ) from None
+        except ChildDied as died:
+            self.stop_if_cancelled()
+            if is_ref:
+                raise ReferenceFailed(f"the reference process died ({died.reason}) while {what}") from None
+            hint = feedback.signal_hint(died.signal_name)
+            text = f"The candidate process {died.reason} while {what}" + (f" ({hint})." if hint else ".")
+            raise EarlyVerdict(Verdict.CRASHED, text) from None
+        except ProtocolError as exc:
+            if is_ref:
+                raise ReferenceFailed(f"bad message from the reference: {exc}") from None
+            raise EarlyVerdict(
+                Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
+            ) from None
+        finally:
+            if isinstance(wait, CallDeadline):
+                self.compile_granted_s += wait.compile_s
+        if is_ref and isinstance(command, Call):
+            self.reference_call_s = max(self.reference_call_s, time.monotonic() - sent)
+        if not is_ref:
+            self.compile_total_s = reply.compile_total_s
+        if not is_ref and self.defended:
+            self.judge_guards(reply)
+        if isinstance(reply, Failure):
+            tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
+            context = reply.context or what
+            if is_ref or reply.error == "reference_error":
+                who = "reference" if is_ref else "candidate"
+                raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
+            verdict = Verdict.COMPILE_ERROR if reply.error == "compile_error" else Verdict.RUNTIME_ERROR
+            raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
+        return reply, data
 
     def release(self, deadline: float, *children: Child) -> None:
         for child in children or (self.ref, self.cand):
