@@ -1,5 +1,5 @@
 """`kernelgym worker`: one Celery worker serving one device, with several evaluations in flight (one prefork
-pool process each); their timing and profiling take turns in the device's timing slot (services.device_lock)."""
+pool process each); their timing stages take turns in the device's timing slot (services.device_lock)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The per-GPU timing slot: one evaluation at a time measures on a device, and nothing else runs on it meanwhile.
 
 Several evaluations share a GPU (the worker's pool processes, or several workers pinned to it), and their CPU-bound
-stages overlap. A timing or profiling stage needs the device to itself: another evaluation's correctness trials
+stages overlap. A timing stage needs the device to itself: another evaluation's correctness trials
 on the same GPU time-slice with the timed kernels, which on an H100 stretched the timing stage's median hold from
 0.5 s to 1 s, sent adaptive sampling to its cap, and moved speedups by up to 10%. So the device has a
 reader-writer lock with writer preference, made of `flock`s on three files named after the device (a GPU's
@@ -12,9 +12,11 @@ UUID: `KERNELGYM_WORKER_DEVICE_ID`), shared by every process on the host that op
 - `<device>.use`: GPU work outside measurements (a request to a child: load, compile, correctness, checks)
   holds it shared; the measuring evaluation takes it exclusively once the requests in flight have ended.
 
-A child process that is starting holds `.use` shared while it initialises CUDA (a context's creation stalls the
-device), before any user code is in it. The kernel releases every lock when its holder dies, however it dies. The
-evaluator makes its slot from `EvalSettings.device_lock` (a worker sets it); a cancelled evaluation stops waiting.
+A measurement waits for every request in flight, so what holds `.use` should be GPU work: a child creating its
+CUDA context (seconds under load) does it outside, and so does the profiler (services.parent.profile), whose
+coverage figure is a ratio of its own kernels' times. The kernel releases every lock when its holder dies,
+however it dies. The evaluator makes its slot from `EvalSettings.device_lock` (a worker sets it); a cancelled
+evaluation stops waiting.
 """
 
 from __future__ import annotations

@@ -56,8 +56,10 @@ def child_env(device: str, tmpdir: str) -> dict[str, str]:
     return env
 
 
-def _session_pids(sid: int) -> list[int]:
-    pids = []
+def _sessions(sids: set[int]) -> dict[int, list[int]]:
+    """The processes of each session in `sids`, in one pass over /proc (a pass reads every process's stat,
+    milliseconds on a busy host)."""
+    found: dict[int, list[int]] = {sid: [] for sid in sids}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -67,9 +69,14 @@ def _session_pids(sid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if int(fields[3]) == sid:  # field 6 of /proc/pid/stat: session id
-            pids.append(int(entry))
-    return pids
+        sid = int(fields[3])  # field 6 of /proc/pid/stat: session id
+        if sid in found:
+            found[sid].append(int(entry))
+    return found
+
+
+def _session_pids(sid: int) -> list[int]:
+    return _sessions({sid})[sid]
 
 
 def _rss_mb(pid: int) -> float:
@@ -134,8 +141,7 @@ class Child:
         os.close(to_child_r)
         os.close(from_child_w)
         self._ready = False
-        self._watchdog = threading.Thread(target=self._watch, daemon=True)
-        self._watchdog.start()
+        _SUPERVISOR.watch(self)
 
     def _spawn(self, device: str, to_child_r: int, from_child_w: int, out: Any, err: Any) -> subprocess.Popen:
         mem_mb, file_mb = child_limits(device, self.settings)
@@ -149,7 +155,6 @@ class Child:
                 device,
                 str(mem_mb),
                 str(file_mb),
-                self.settings.device_lock if device == "cuda" else "",
             ],
             pass_fds=(to_child_r, from_child_w),
             env=child_env(device, self.tmpdir),
@@ -244,27 +249,94 @@ class Child:
             return
         self._closed = True
         self.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
         for fd in (self._to_child, self._from_child):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        # A killed CUDA process takes about a second to tear its context down: waited for off this thread.
+        _SUPERVISOR.reap(self)
 
-    # -- watchdog ----------------------------------------------------------------------------------
-    def _watch(self) -> None:
+    def enforce_limits(self, session: list[int]) -> None:
+        """From the supervisor: kill the child when its session's processes are over the memory or process
+        limit."""
+        pids = [self.proc.pid, *(p for p in session if p != self.proc.pid)]
         limit_mb = self.settings.memory_limit_mb
-        while not self._closed and self.proc.poll() is None:
-            pids = [self.proc.pid, *(p for p in _session_pids(self.proc.pid) if p != self.proc.pid)]
-            rss = sum(_rss_mb(p) for p in pids)
-            if rss > limit_mb:
-                self._violation = f"host memory limit exceeded ({rss:.0f} MB > {limit_mb} MB)"
-            elif len(pids) > self.settings.max_processes:
-                self._violation = f"process limit exceeded ({len(pids)} > {self.settings.max_processes})"
-            if self._violation:
-                self.kill()
-                return
-            time.sleep(0.2)
+        rss = sum(_rss_mb(p) for p in pids)
+        if rss > limit_mb:
+            self._violation = f"host memory limit exceeded ({rss:.0f} MB > {limit_mb} MB)"
+        elif len(pids) > self.settings.max_processes:
+            self._violation = f"process limit exceeded ({len(pids)} > {self.settings.max_processes})"
+        if self._violation:
+            self.kill()
+
+
+class _Supervisor:
+    """One thread per process that watches every live child from outside (host memory and process count of its
+    whole session, one /proc pass per tick for all of them) and reaps closed ones (waits for the process to
+    die, then removes its directory), so neither costs a thread per child nor holds up the evaluation."""
+
+    TICK_S = 0.2
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        """A fresh state; also in a forked process (a Celery pool process), whose parent's children and
+        thread are not its own and whose lock may have been held at the fork."""
+        self._watched: set[Child] = set()
+        self._reaping: list[Child] = []
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, child: Child) -> None:
+        with self._lock:
+            self._watched.add(child)
+            self._start()
+
+    def reap(self, child: Child) -> None:
+        with self._lock:
+            self._watched.discard(child)
+            self._reaping.append(child)
+            self._start()
+
+    def drain(self, timeout: float = 15.0) -> None:
+        """Wait until every closed child is gone and its directory removed (on shutdown)."""
+        until = time.monotonic() + timeout
+        while time.monotonic() < until:
+            with self._lock:
+                if not self._reaping:
+                    return
+            time.sleep(0.02)
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="kg-child-supervisor", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with contextlib.suppress(Exception):  # a process vanishing mid-pass; the next tick looks again
+                self._tick()
+            time.sleep(self.TICK_S)
+
+    def _tick(self) -> None:
+        with self._lock:
+            watched = [c for c in self._watched if not c._closed]
+            reaping = list(self._reaping)
+        if watched:
+            sessions = _sessions({c.proc.pid for c in watched})
+            for child in watched:
+                if child.proc.poll() is None:
+                    child.enforce_limits(sessions[child.proc.pid])
+        gone = [c for c in reaping if c.proc.poll() is not None]
+        for child in gone:
+            shutil.rmtree(child.tmpdir, ignore_errors=True)
+        with self._lock:
+            self._watched -= {c for c in watched if c.proc.poll() is not None}
+            self._reaping = [c for c in self._reaping if c not in gone]
+
+
+_SUPERVISOR = _Supervisor()
+os.register_at_fork(after_in_child=_SUPERVISOR._reset)
 
 
 class ChildPool:
@@ -328,6 +400,7 @@ class ChildPool:
             self._warmer.join(timeout=10)
         for child in children:
             child.close()
+        _SUPERVISOR.drain()
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

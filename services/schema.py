@@ -149,6 +149,13 @@ class RuntimeStats(BaseModel):
     )
     processes: int = Field(default=1, description="Child processes whose calls these statistics pool.")
     process_medians_ms: list[float] = Field(default_factory=list, description="Each process's median.")
+    launch_shield_cycles: int = Field(
+        default=0, description="The GPU spin before each timed call's window, as it grew to cover the launches."
+    )
+    uncovered_calls: int = Field(
+        default=0,
+        description="Timed calls whose forward() returned after the spin ended: some host time may be in them.",
+    )
 
 
 class CorrectnessSummary(BaseModel):

@@ -88,10 +88,16 @@ class EvalSettings(BaseSettings):
     )
     recheck_fraction: float = Field(0.1, ge=0, le=1, description="Share of timed calls re-checked (+ last).")
     launch_shield_cycles: int = Field(
-        400_000,
+        1_000_000,
         ge=0,
-        description="GPU spin queued before each start event (~0.2 ms at 2 GHz) so host launch latency, which "
-        "varies with CPU wake-up, stays outside the timed window for reference and candidate alike.",
+        description="GPU spin queued before each start event (~0.5 ms at 2 GHz) so the host's launches, whose "
+        "time varies with CPU load, stay outside the timed window for reference and candidate alike. A timed call "
+        "whose forward() returns after the spin ended doubles it for the calls after it, up to "
+        "`launch_shield_max_cycles`. On an H100 a Triton wrapper's forward() took ~0.2 ms of host time, so a "
+        "0.2 ms spin left 10% of a 4.5 us kernel's calls at 60 us.",
+    )
+    launch_shield_max_cycles: int = Field(
+        8_000_000, ge=0, description="The most the launch shield grows to (~4 ms at 2 GHz)."
     )
     l2_flush_factor: float = Field(2.0, ge=1, description="L2 flush buffer, in multiples of the L2 size.")
     side_stream_slack_ms: float = Field(

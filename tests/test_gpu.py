@@ -142,6 +142,18 @@ def test_adaptive_timing_reports_the_precision_it_reached(evaluator, relu):
     assert ref.processes == 1 and cand.processes == 1  # no timing store: nothing to amortise more processes over
 
 
+def test_the_launch_shield_keeps_host_time_out_of_a_microsecond_kernels_samples(evaluator, problems):
+    """A Triton wrapper's forward() spends ~0.2 ms on the host; a spin shorter than that left 10% of a 4.5 us
+    kernel's calls at 60 us, and the median's CI never reached its target. The shield grows until the launches
+    are queued before the window opens, so the candidate converges well before the call cap."""
+    result = evaluator.evaluate(problems.load("level1/5_RMSNorm"), bundled_source("level1/5_RMSNorm"), CUDA)
+    cand = result.candidate_runtime
+    assert result.verdict is Verdict.PASSED
+    assert cand.launch_shield_cycles >= 1_000_000
+    assert cand.uncovered_calls <= 0.05 * cand.trials, cand
+    assert cand.ci95_rel_halfwidth <= 0.01 and cand.trials < 500, cand
+
+
 def test_a_stored_reference_timing_is_reused_by_the_next_candidate(evaluator, relu):
     store = MemoryTimingStore()
     first = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store)

@@ -3,6 +3,8 @@ evaluations spend no time starting children."""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 
 import pytest
@@ -78,3 +80,26 @@ def test_a_child_that_speaks_another_protocol_version_is_refused(monkeypatch):
             child.wait_ready(time.monotonic() + 120)
     finally:
         child.close()
+
+
+def test_closing_a_child_returns_at_once_and_one_thread_reaps_it_and_watches_every_child():
+    """A killed CUDA child takes about a second to die: the evaluation does not wait for it. One supervisor
+    thread per process watches every child's limits and removes a closed child's directory once it is gone."""
+    children = [Child("cpu", EvalSettings())]
+    threads = threading.active_count()  # the supervisor runs from the first child on
+    children += [Child("cpu", EvalSettings()) for _ in range(2)]
+    assert threading.active_count() == threads
+    try:
+        for child in children:
+            child.wait_ready(time.monotonic() + 120)
+        t0 = time.monotonic()
+        children[0].close()
+        assert time.monotonic() - t0 < 0.5
+        deadline = time.monotonic() + 15
+        while children[0].proc.poll() is None or os.path.exists(children[0].tmpdir):
+            assert time.monotonic() < deadline, "the closed child was not reaped"
+            time.sleep(0.05)
+        assert all(c.proc.poll() is None for c in children[1:])
+    finally:
+        for child in children:
+            child.close()

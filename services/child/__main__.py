@@ -1,24 +1,20 @@
 """The untrusted side: a child process that maps inputs to outputs, and nothing else.
 
-Started by `sandbox.Child` as `python -m services.child IN_FD OUT_FD DEVICE MEM_MB FILE_MB DEVICE_LOCK`. It
-cuts itself off the network while it is still single-threaded, imports torch and initialises the device (so it
-waits warm; holding the device's lock shared, when there is one, since creating a CUDA context stalls the
-device for whoever measures on it), then serves
-one job: load the reference (and, in a candidate child, the candidate), generate inputs from seeds the
-parent sends, run forwards, time calls and deliver tensors. It never compares, reduces statistics or
+Started by `sandbox.Child` as `python -m services.child IN_FD OUT_FD DEVICE MEM_MB FILE_MB`. It cuts itself off
+the network while it is still single-threaded, imports torch and initialises the device (so it waits warm),
+then serves one job: load the reference (and, in a candidate child, the candidate), generate inputs from seeds
+the parent sends, run forwards, time calls and deliver tensors. It never compares, reduces statistics or
 decides anything; every reply carries the job's nonce and a sequence number. Harness functions used
 after the candidate is imported are bound here, before it is.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
 import resource
 import sys
-from pathlib import Path
 
 
 def _isolate_network() -> str:
@@ -47,13 +43,12 @@ def _limit_resources(mem_mb: int, file_mb: int) -> None:
 
 
 def main() -> None:
-    in_fd, out_fd, device, mem_mb, file_mb, device_lock = (
+    in_fd, out_fd, device, mem_mb, file_mb = (
         int(sys.argv[1]),
         int(sys.argv[2]),
         sys.argv[3],
         int(sys.argv[4]),
         int(sys.argv[5]),
-        sys.argv[6],
     )
     network = _isolate_network()
     _limit_resources(mem_mb, file_mb)
@@ -70,7 +65,6 @@ def main() -> None:
     import torch.utils.flop_counter
     import triton  # noqa: F401
 
-    from services.device_lock import TimingSlot
     from services.errors import ProtocolError
     from services.protocol import channel
     from services.protocol.messages import Job, Ready, parse_command, reply_header
@@ -79,10 +73,10 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
     if device == "cuda":
-        # Trusted code still: the lock's files are closed again before any job (and user code) arrives.
-        with TimingSlot(Path(device_lock)).shared() if device_lock else contextlib.nullcontext():
-            torch.cuda.init()
-            torch.empty(1, device="cuda")
+        # Outside the device's slot: a measurement waits for every request in flight, and a context's creation
+        # under load takes seconds, which kept the whole device idle behind it.
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
     from services.child.runtime import Runtime
 
     channel.send(out_fd, reply_header(Ready(pid=os.getpid(), network=network)))

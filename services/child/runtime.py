@@ -398,14 +398,16 @@ class Runtime:
         model = self._model(h.variant)
         extra_ms = 0.0
         early = None
+        covered = True
         if self.device == "cuda":
             _sync()
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             self.flush_buf.zero_()
-            if self.job.launch_shield_cycles:
-                _gpu_spin(self.job.launch_shield_cycles)
+            if h.shield_cycles:
+                _gpu_spin(h.shield_cycles)
             start.record()
             out = self._run_user("forward()", model, *inputs)
+            covered = not start.query()
             end.record()
             if self.bookkeeping:
                 early = fingerprint(out)
@@ -427,6 +429,7 @@ class Runtime:
             Timed(
                 ms=ms,
                 sync_extra_ms=extra_ms,
+                covered=covered,
                 structure=tensors.describe(out, []),
                 launches=[self.recorder.take()],
                 unstable=unstable,

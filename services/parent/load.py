@@ -88,7 +88,6 @@ def _start_job(
         candidate_source=candidate,
         init_seed=session.seed("init", 0),
         l2_flush_factor=s.l2_flush_factor,
-        launch_shield_cycles=s.launch_shield_cycles,
         defences=session.defended,
     )
     try:

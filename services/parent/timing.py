@@ -8,6 +8,11 @@ reached. A reference side is timed in several processes (`reference_processes`) 
 their medians, because one process's median is not the reference's time; a stored reference timing is reused
 after a few fresh calls fall within the range of its per-process medians, and timed again when they do not.
 The candidate is timed in its one process; its median estimates the same per-process quantity.
+
+Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
+the child reports whether forward() returned while the spin still ran, and a call that outlasted it doubles the
+spin for every side's later calls (up to a cap). Without that, host time leaks into some calls of a
+microsecond-scale kernel and its median never settles.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from services.parent.session import Session
 from services.protocol.messages import Structure, Time, Timed, Variant
 from services.sandbox import Child
 from services.schema import RuntimeStats, Verdict
+from services.settings import EvalSettings
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,10 @@ class _Timer:
         self.samples: dict[str, list[float]] = {side: [] for side in children}
         self.overheads: dict[str, list[float]] = {side: [] for side in children}
         self.extras: dict[str, list[float]] = {side: [] for side in children}
+        self.uncovered: dict[str, int] = {side: 0 for side in children}  # kept calls with host time in them
+        # One spin for every side, grown whenever a call's launches outlast it: it moves only where the host's
+        # time would otherwise leak into the window, never the GPU time it shields.
+        self.shield = 0 if session.device == "cpu" else session.settings.launch_shield_cycles
         self.count = 0
         self.last_candidate: tuple[int, Structure] | None = None
 
@@ -70,8 +80,12 @@ class _Timer:
         self.count += 1
         seed = s.seed(self.purpose, self.count)
         sent = time.perf_counter()
-        h, _ = s.ask(child, Time(seed=seed, variant=variant), Timed, self.deadline, f"timing ({side})")
+        command = Time(seed=seed, variant=variant, shield_cycles=self.shield)
+        h, _ = s.ask(child, command, Timed, self.deadline, f"timing ({side})")
         wall_ms = (time.perf_counter() - sent) * 1e3
+        if not h.covered and self.shield:
+            self.uncovered[side] += keep
+            self.shield = min(2 * self.shield, max(s.settings.launch_shield_max_cycles, self.shield))
         if self.purpose == "time":  # the evaluation's own children: their outputs feed the replay check
             s.record_digest(side, h.digest)
         if not (0 < h.ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(h.ms):
@@ -168,17 +182,25 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
     if remeasured and not spare:  # a stored timing that did not revalidate
         spare = plan.acquire_references(plan.processes - 1)
     others = _other_processes(session, plan, spare, remeasured, min_calls) if remeasured else []
-    out.runtimes = {
-        side: accepted.get(side)
-        or stats.pool([timer.samples[side], *(o[side] for o in others if side in o)], s.timer_resolution_ms, target)
-        for side in plan.sides
-    }
+    out.runtimes = {side: accepted.get(side) or _pooled(side, [timer, *others], s, target) for side in plan.sides}
     out.from_cache = sorted(accepted)
     if cpu:
         out.text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
     else:
         cand, ref = out.runtimes["candidate"], out.runtimes["reference"]
         out.text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
+
+
+def _pooled(side: str, timers: list[_Timer], s: EvalSettings, target: float | None) -> RuntimeStats:
+    """One side's statistics over the timers (processes) that timed it."""
+    timers = [t for t in timers if side in t.samples]
+    runtime = stats.pool([t.samples[side] for t in timers], s.timer_resolution_ms, target)
+    return runtime.model_copy(
+        update={
+            "launch_shield_cycles": max(t.shield for t in timers),
+            "uncovered_calls": sum(t.uncovered[side] for t in timers),
+        }
+    )
 
 
 def _revalidate(timer: _Timer, stored: dict[str, RuntimeStats]) -> dict[str, RuntimeStats]:
@@ -201,7 +223,7 @@ def _revalidate(timer: _Timer, stored: dict[str, RuntimeStats]) -> dict[str, Run
 
 def _other_processes(
     session: Session, plan: TimingPlan, children: list[Child], sides: list[str], min_calls: int
-) -> list[dict[str, list[float]]]:
+) -> list[_Timer]:
     """The reference sides timed in more reference children, one after another: each is given its job and
     loaded outside the timing slot, then warmed up and sampled alone inside it, within its own
     `timing_timeout_s`."""
@@ -216,7 +238,7 @@ def _other_processes(
                 timer = _Timer(session, variants, deadline, f"time{n + 1}")
                 block = timer.warm_up(0.0 if session.device == "cpu" else s.warmup_ms, plan.cap_s)
                 timer.sample(sides, block, min_calls, plan.cap_s)
-            found.append(timer.samples)
+            found.append(timer)
         finally:
             session.retire(child)
     return found

@@ -54,7 +54,6 @@ class Job(Command):
     candidate_source: str | None
     init_seed: int
     l2_flush_factor: float
-    launch_shield_cycles: int
     defences: bool
     protocol: str = PROTOCOL_VERSION
 
@@ -85,11 +84,13 @@ class Call(Command):
 
 @dataclass(frozen=True)
 class Time(Command):
-    """One timed call on inputs from `seed`, between CUDA events after an L2 flush."""
+    """One timed call on inputs from `seed`, between CUDA events after an L2 flush and a GPU spin of
+    `shield_cycles` that keeps the host's launches outside the timed window."""
 
     cmd: ClassVar[str] = "time"
     seed: int
     variant: Variant = "eager"
+    shield_cycles: int = 0
 
 
 @dataclass(frozen=True)
@@ -191,10 +192,13 @@ class Called(Reply):
 
 @dataclass(frozen=True)
 class Timed(Reply):
-    """One timed call: the event time, how much longer a device-wide sync waited than the stream's, the output."""
+    """One timed call: the event time, how much longer a device-wide sync waited than the stream's, the output;
+    `covered`: the spin was still running when forward() returned, so every launch was queued before the
+    window opened and no host time is in `ms`."""
 
     ms: float = 0.0
     sync_extra_ms: float = 0.0
+    covered: bool = True
     structure: Structure = field(default_factory=dict)
     launches: list[Launches] = field(default_factory=list)
     unstable: bool = False
