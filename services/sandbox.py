@@ -179,6 +179,7 @@ class Child:
 
     def start_job(self, job: dict[str, Any], deadline: float) -> None:
         self.wait_ready(deadline)
+        _SUPERVISOR.drain()  # the children this process closed have freed their GPU memory
         self.nonce = job["nonce"]
         channel.send(self._to_child, {"cmd": "job", **job})
 
@@ -299,13 +300,15 @@ class _Supervisor:
             self._start()
 
     def drain(self, timeout: float = 15.0) -> None:
-        """Wait until every closed child is gone and its directory removed (on shutdown)."""
+        """Wait until every child this process closed is gone: before a job that allocates GPU memory (a dying
+        CUDA child still holds its own; a KernelBench reference holds tens of GB) and on shutdown."""
         until = time.monotonic() + timeout
         while time.monotonic() < until:
             with self._lock:
-                if not self._reaping:
-                    return
-            time.sleep(0.02)
+                if all(c.proc.poll() is not None for c in self._reaping):
+                    break
+            time.sleep(0.01)
+        self._remove_gone()
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -321,18 +324,21 @@ class _Supervisor:
     def _tick(self) -> None:
         with self._lock:
             watched = [c for c in self._watched if not c._closed]
-            reaping = list(self._reaping)
         if watched:
             sessions = _sessions({c.proc.pid for c in watched})
             for child in watched:
                 if child.proc.poll() is None:
                     child.enforce_limits(sessions[child.proc.pid])
-        gone = [c for c in reaping if c.proc.poll() is not None]
-        for child in gone:
-            shutil.rmtree(child.tmpdir, ignore_errors=True)
         with self._lock:
             self._watched -= {c for c in watched if c.proc.poll() is not None}
+        self._remove_gone()
+
+    def _remove_gone(self) -> None:
+        with self._lock:
+            gone = [c for c in self._reaping if c.proc.poll() is not None]
             self._reaping = [c for c in self._reaping if c not in gone]
+        for child in gone:
+            shutil.rmtree(child.tmpdir, ignore_errors=True)
 
 
 _SUPERVISOR = _Supervisor()

@@ -128,8 +128,8 @@ class EvalSettings(BaseSettings):
     reference_cache_tolerance: float = Field(
         0.03,
         gt=0,
-        description="How far (relative) the median of those calls may fall outside the range of the stored "
-        "per-process medians before the stored timing counts as drifted and the reference is timed again.",
+        description="How far (relative) the median of those calls may be, with 95% confidence, outside the range "
+        "of the stored per-process medians before the stored timing counts as drifted and is timed again.",
     )
     wall_slack_ms: float = Field(
         1.0,

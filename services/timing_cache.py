@@ -2,8 +2,8 @@
 
 A stored timing is the reference's time over several child processes (the mean of their medians, with each
 process's median; see `services.parent.timing`). The evaluator never trusts it blindly: each evaluation still
-times the reference on a few fresh calls, interleaved with the candidate's, and uses the stored statistics only
-when the fresh median falls within the range of the stored per-process medians (widened by
+times the reference on a few fresh calls, interleaved with the candidate's, and uses the stored statistics unless
+the fresh median is, with 95% confidence, outside the range of the stored per-process medians (widened by
 `EvalSettings.reference_cache_tolerance`); otherwise it times the reference again, in several processes, and
 stores the new figures once the evaluation passed. Entries are keyed by everything that changes a reference's
 time: its source (shapes and dtypes come from its `get_inputs`), the GPU, the driver and library versions and
