@@ -46,6 +46,7 @@ _perf = time.perf_counter
 _monotonic = time.monotonic
 _pwrite = os.pwrite
 _sync = torch.cuda.synchronize
+_empty_cache = torch.cuda.empty_cache
 _Event = torch.cuda.Event
 _gpu_spin = torch.cuda._sleep
 _no_grad = torch.no_grad
@@ -479,8 +480,10 @@ class Runtime:
         _sync()
         self.reply(Delivered(count=len(found)))
 
-    def release(self, _: Release) -> None:
+    def release(self, h: Release) -> None:
         self.kept = None
+        if h.trim and self.device == "cuda":
+            _empty_cache()
         self.reply(Released())
 
 
@@ -495,6 +498,7 @@ def _harness() -> dict[str, Any]:
             "_poison",
             "_perf",
             "_sync",
+            "_empty_cache",
             "_Event",
             "_gpu_spin",
             "_no_grad",

@@ -309,9 +309,9 @@ class Session:
             raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
         return reply, data
 
-    def release(self, deadline: float, *children: Child) -> None:
+    def release(self, deadline: float, *children: Child, trim: bool = False) -> None:
         for child in children or (self.ref, self.cand):
-            self.ask(child, Release(), Released, deadline, "releasing tensors")
+            self.ask(child, Release(trim=trim), Released, deadline, "releasing tensors")
 
     def receive(self, child: Child, what: str, structure: Structure, deadline: float) -> list[torch.Tensor]:
         """Have a child deliver the tensors of its kept `what` into buffers this process owns."""

@@ -113,9 +113,11 @@ class Deliver(Command):
 
 @dataclass(frozen=True)
 class Release(Command):
-    """Drop the tensors kept from the last call."""
+    """Drop the tensors kept from the last call; `trim` also returns the child's cached device memory, so that
+    more children fit beside it (a KernelBench reference at its published sizes holds ~28 GB)."""
 
     cmd: ClassVar[str] = "release"
+    trim: bool = False
 
 
 @dataclass(frozen=True)
