@@ -108,6 +108,17 @@ def long_holds(slot: list[dict], over_s: float = 3.0) -> dict:
     }
 
 
+def gpu_requests(slot: list[dict]) -> dict:
+    """What the device's measurements waited for: each evaluation's longest request outside a measurement, by
+    what it was (count and median seconds), longest first."""
+    by_what: dict[str, list[float]] = {}
+    for e in slot:
+        longest = e["longest_gpu_request"]
+        by_what.setdefault(longest["what"] or "none", []).append(longest["s"])
+    rows = {what: {"count": len(v), "median_s": round(statistics.median(v), 3)} for what, v in by_what.items()}
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]["median_s"]))
+
+
 def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.Namespace, env: dict) -> dict:
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
@@ -148,8 +159,10 @@ def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.N
             "busy_fraction": round(sum(e["timing_slot_held_s"] for e in slot) / wall, 3),
             "wait_median_s": round(statistics.median(e["timing_slot_wait_s"] for e in slot), 3),
             "held_median_s": round(statistics.median(e["timing_slot_held_s"] for e in slot), 3),
+            "drain_wait_median_s": round(statistics.median(e["timing_slot_drain_s"] for e in slot), 3),
             "gpu_work_wait_median_s": round(statistics.median(e["gpu_wait_s"] for e in slot), 3),
             "long_holds": long_holds(slot),
+            "longest_gpu_requests": gpu_requests(slot),
         },
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},

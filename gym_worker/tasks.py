@@ -211,7 +211,12 @@ class WorkerState:
                 "cancelled": cancelled,
                 "timing_slot_wait_s": round(self.slot.waited_s, 3),
                 "timing_slot_held_s": round(self.slot.held_s, 3),
+                "timing_slot_drain_s": round(self.slot.drained_s, 3),
                 "gpu_wait_s": round(self.slot.shared_waited_s, 3),
+                "longest_gpu_request": {
+                    "s": round(self.slot.longest_shared[0], 3),
+                    "what": self.slot.longest_shared[1],
+                },
                 **(timing_figures(outcome) if isinstance(outcome, EvalResult) else {}),
             },
         )

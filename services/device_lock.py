@@ -47,13 +47,18 @@ class TimingSlot:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._cancelled = threading.Event()
         self._measuring = False
-        # By the current evaluation in this process: waiting for and holding the slot, waiting to run GPU work.
-        self.waited_s = self.held_s = self.shared_waited_s = 0.0
+        # By the current evaluation in this process: waiting for and holding the slot (`drained_s`: the part of
+        # the wait spent with the gate shut, for other evaluations' requests in flight to end, the device idle),
+        # waiting to run GPU work, and its longest request outside a measurement (what every measurement on
+        # the device may have had to wait for).
+        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
+        self.longest_shared: tuple[float, str] = (0.0, "")
 
     def reset(self) -> None:
         """A new evaluation starts: forget an earlier cancellation and the last figures."""
         self._cancelled.clear()
-        self.waited_s = self.held_s = self.shared_waited_s = 0.0
+        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
+        self.longest_shared = (0.0, "")
 
     def cancel(self) -> None:
         """From another thread: a wait in progress (or the next one) raises EvaluationCancelled."""
@@ -62,36 +67,40 @@ class TimingSlot:
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
         t0 = time.monotonic()
-        with (
-            self._locked(self.path, fcntl.LOCK_EX),
-            self._locked(self.gate, fcntl.LOCK_EX),
-            self._locked(self.use, fcntl.LOCK_EX),
-        ):
-            t1 = time.monotonic()
-            self.waited_s += t1 - t0
-            self._measuring = True
-            try:
-                yield
-            finally:
-                self._measuring = False
-                self.held_s += time.monotonic() - t1
+        with self._locked(self.path, fcntl.LOCK_EX), self._locked(self.gate, fcntl.LOCK_EX):
+            shut = time.monotonic()
+            with self._locked(self.use, fcntl.LOCK_EX):
+                t1 = time.monotonic()
+                self.waited_s += t1 - t0
+                self.drained_s += t1 - shut
+                self._measuring = True
+                try:
+                    yield
+                finally:
+                    self._measuring = False
+                    self.held_s += time.monotonic() - t1
 
     @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
+    def shared(self, what: str = "") -> Iterator[None]:
+        """GPU work beside other evaluations' (`what` names it in `longest_shared`)."""
         if self._measuring:
             yield
             return
         t0 = time.monotonic()
+        held = None
         use = self._open(self.use)
         try:
             # Through the gate (shut while an evaluation measures or waits for the work in flight to end), then
             # into the shared hold, which nobody can hold exclusively while the gate is open to us.
             with self._locked(self.gate, fcntl.LOCK_SH):
                 fcntl.flock(use, fcntl.LOCK_SH)
-            self.shared_waited_s += time.monotonic() - t0
+            held = time.monotonic()
+            self.shared_waited_s += held - t0
             yield
         finally:
             os.close(use)  # releases the lock
+            if held is not None and time.monotonic() - held > self.longest_shared[0]:
+                self.longest_shared = (time.monotonic() - held, what)
 
     def _open(self, path: Path) -> int:
         # Opened per use and close-on-exec (Python's default): no child process ever holds a lock.

@@ -89,13 +89,15 @@ def test_a_cancelled_wait_gives_up_and_a_reset_slot_works_again(tmp_path):
 
 
 def test_gpu_work_never_overlaps_a_measurement_and_a_waiting_measurement_goes_first(tmp_path):
+    """And each side records what the device waited for: the measurement its time with the gate shut (the
+    device idle while request 1 ran on), the request holder its longest request, by name."""
     measurer, worker = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")  # two processes'
     log: list[str] = []
     in_flight = threading.Event()
     finish = threading.Event()
 
     def long_request() -> None:  # GPU work in flight when the measurement asks for the device
-        with worker.shared():
+        with worker.shared("compiling and running forward()"):
             in_flight.set()
             finish.wait(5)
             log.append("request 1 ends")
@@ -127,6 +129,8 @@ def test_gpu_work_never_overlaps_a_measurement_and_a_waiting_measurement_goes_fi
         t.join(5)
     assert log == ["request 1 ends", "measuring", "measured", "request 2"]
     assert late.shared_waited_s >= 0.3 and measurer.waited_s >= 0.2
+    assert 0.2 <= measurer.drained_s <= measurer.waited_s
+    assert worker.longest_shared[0] >= 0.4 and worker.longest_shared[1] == "compiling and running forward()"
 
 
 def test_gpu_work_inside_the_own_measurement_does_not_wait_for_it(tmp_path):

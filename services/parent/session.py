@@ -62,7 +62,7 @@ class _Unshared:
     def __call__(self) -> AbstractContextManager[Any]:
         return nullcontext()
 
-    def shared(self) -> AbstractContextManager[Any]:
+    def shared(self, what: str = "") -> AbstractContextManager[Any]:
         return nullcontext()
 
 
@@ -225,10 +225,10 @@ class Session:
         )
 
     @contextmanager
-    def _gpu_turn(self) -> Iterator[None]:
+    def _gpu_turn(self, what: str) -> Iterator[None]:
         """The device's slot, shared, for one request (a no-op during this evaluation's own measurement)."""
         asked = time.monotonic()
-        with self.slot.shared():
+        with self.slot.shared(what):
             self.gpu_waited_s += time.monotonic() - asked
             yield
 
@@ -251,7 +251,7 @@ class Session:
         limited = not is_ref and isinstance(command, Call | Time)
         wait: float | CallDeadline = deadline
         try:
-            with self._gpu_turn():
+            with self._gpu_turn(what):
                 # Waiting for other evaluations' measurements is not this evaluation's time.
                 deadline += self.gpu_waited_s
                 wait = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
