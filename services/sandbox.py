@@ -2,8 +2,8 @@
 
 Each child is a fresh `python -m services.child` in its own session (so the whole process group
 can be killed), with a scrubbed environment, a private temporary directory as HOME, cwd and Triton
-cache, resource limits, and a watchdog thread in the parent that enforces host memory and
-process-count limits from outside (limits set inside a child can be raised again by a root child).
+cache, resource limits, and one supervisor thread in the parent process that enforces every child's host
+memory and process-count limits from outside (limits set inside a child can be raised again by a root child).
 Children are started ahead of need (`ChildPool`) so torch is already imported when a job arrives;
 a child that received a job is never given another one.
 """
