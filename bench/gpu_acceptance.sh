@@ -19,6 +19,7 @@
 # On a GPU machine without network access, first `source bench/offline_bundle.sh use DIR` (a bundle made with
 # `bench/offline_bundle.sh make DIR` where there is network): the service's packages and redis-server.
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
+# KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
 part=${1:?part 1-6}
 out=${2:?output directory}

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -37,6 +36,8 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from provenance import commit  # noqa: E402
 
 from gym_common.jobs import Keys  # noqa: E402
 from kernelgym.stack import LocalStack  # noqa: E402
@@ -119,8 +120,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     result = measure(args.n, args.pad_to, None)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    result["commit"] = commit.stdout.strip()
+    result["commit"] = commit()
     result["date"] = time.strftime("%Y-%m-%d")
     result["cpus"] = os.cpu_count()
     for key, value in result.items():

@@ -30,7 +30,6 @@ import argparse
 import datetime
 import json
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -40,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
+from provenance import commit  # noqa: E402
 
 from gym_client import KernelGymClient  # noqa: E402
 from kernelgym.stack import LocalStack  # noqa: E402
@@ -197,15 +197,6 @@ def summary(rows: list[dict]) -> dict:
             "worst_speedup_difference": max((abs(v) for v in agreement.values()), default=None),
         }
     return out
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def main() -> None:
