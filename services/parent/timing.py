@@ -6,7 +6,8 @@ sync) is kept for the wall-clock defences. Sampling is adaptive: it stops once t
 side's median is within `target_ci_rel`, or at a cap (calls or wall time), and each side reports the width it
 reached. A reference side is timed in several processes (`reference_processes`) and reported as the mean of
 their medians, because one process's median is not the reference's time; a stored reference timing is reused
-after a few fresh calls fall within the range of its per-process medians, and timed again when they do not.
+unless a few fresh calls put its median outside the range of its per-process medians with 95% confidence, and
+timed again when they do.
 The candidate is timed in its one process; its median estimates the same per-process quantity.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
