@@ -99,8 +99,8 @@ class TimingSlot:
             yield
         finally:
             os.close(use)  # releases the lock
-            if held is not None and time.monotonic() - held > self.longest_shared[0]:
-                self.longest_shared = (time.monotonic() - held, what)
+            if held is not None:
+                self.longest_shared = max(self.longest_shared, (time.monotonic() - held, what))
 
     def _open(self, path: Path) -> int:
         # Opened per use and close-on-exec (Python's default): no child process ever holds a lock.

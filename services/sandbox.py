@@ -256,10 +256,9 @@ class Child:
         # A killed CUDA process takes about a second to tear its context down: waited for off this thread.
         _SUPERVISOR.reap(self)
 
-    def enforce_limits(self, session: list[int]) -> None:
-        """From the supervisor: kill the child when its session's processes are over the memory or process
-        limit."""
-        pids = [self.proc.pid, *(p for p in session if p != self.proc.pid)]
+    def enforce_limits(self, pids: list[int]) -> None:
+        """From the supervisor: kill the child when its session's processes (`pids`, itself included: it leads
+        its session) are over the memory or process limit."""
         limit_mb = self.settings.memory_limit_mb
         rss = sum(_rss_mb(p) for p in pids)
         if rss > limit_mb:
@@ -299,16 +298,18 @@ class _Supervisor:
             self._reaping.append(child)
             self._start()
 
-    def drain(self, timeout: float = 15.0) -> None:
+    def drain(self, timeout: float = 15.0, remove: bool = False) -> None:
         """Wait until every child this process closed is gone: before a job that allocates GPU memory (a dying
-        CUDA child still holds its own; a KernelBench reference holds tens of GB) and on shutdown."""
+        CUDA child still holds its own; a KernelBench reference holds tens of GB), and on shutdown, where
+        `remove` also removes their directories (otherwise the next tick does, off the evaluation's path)."""
         until = time.monotonic() + timeout
         while time.monotonic() < until:
             with self._lock:
                 if all(c.proc.poll() is not None for c in self._reaping):
                     break
             time.sleep(0.01)
-        self._remove_gone()
+        if remove:
+            self._remove_gone()
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -324,13 +325,13 @@ class _Supervisor:
     def _tick(self) -> None:
         with self._lock:
             watched = [c for c in self._watched if not c._closed]
-        if watched:
-            sessions = _sessions({c.proc.pid for c in watched})
-            for child in watched:
-                if child.proc.poll() is None:
-                    child.enforce_limits(sessions[child.proc.pid])
+        alive = [c for c in watched if c.proc.poll() is None]
+        if alive:
+            sessions = _sessions({c.proc.pid for c in alive})
+            for child in alive:
+                child.enforce_limits(sessions[child.proc.pid])
         with self._lock:
-            self._watched -= {c for c in watched if c.proc.poll() is not None}
+            self._watched -= set(watched) - set(alive)
         self._remove_gone()
 
     def _remove_gone(self) -> None:
@@ -406,7 +407,7 @@ class ChildPool:
             self._warmer.join(timeout=10)
         for child in children:
             child.close()
-        _SUPERVISOR.drain()
+        _SUPERVISOR.drain(remove=True)
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

@@ -85,7 +85,7 @@ class _Timer:
         wall_ms = (time.perf_counter() - sent) * 1e3
         if not h.covered and self.shield:
             self.uncovered[side] += keep
-            self.shield = min(2 * self.shield, max(s.settings.launch_shield_max_cycles, self.shield))
+            self.shield = max(self.shield, min(2 * self.shield, s.settings.launch_shield_max_cycles))
         if self.purpose == "time":  # the evaluation's own children: their outputs feed the replay check
             s.record_digest(side, h.digest)
         if not (0 < h.ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(h.ms):
