@@ -7,16 +7,20 @@ on the same GPU time-slice with the timed kernels, which on an H100 stretched th
 reader-writer lock with writer preference, made of `flock`s on three files named after the device (a GPU's
 UUID: `KERNELGYM_WORKER_DEVICE_ID`), shared by every process on the host that opens the same directory:
 
+- `<device>.want`: every evaluation waiting to measure or measuring holds it shared; while anyone does, no
+  new GPU work starts (a request is admitted only by taking it exclusively for a moment);
 - `<device>.lock`: the slot itself, taken exclusively by the one evaluation about to measure;
-- `<device>.gate`: that evaluation closes it, so no new GPU work starts;
 - `<device>.use`: GPU work outside measurements (a request to a child: load, compile, correctness, checks)
   holds it shared; the measuring evaluation takes it exclusively once the requests in flight have ended.
 
-A measurement waits for every request in flight, so what holds `.use` should be GPU work: a child creating its
-CUDA context (seconds under load) does it outside, and so does the profiler (services.parent.profile), whose
-coverage figure is a ratio of its own kernels' times. The kernel releases every lock when its holder dies,
-however it dies. The evaluator makes its slot from `EvalSettings.device_lock` (a worker sets it); a cancelled
-evaluation stops waiting.
+A measurement waits for every request in flight (the device idles meanwhile), so what holds `.use` should be GPU
+work: a child creating its CUDA context (seconds under load) does it outside. The profiler
+(services.parent.profile) is such a request, not a measurement: its coverage figure is a ratio of its own kernels'
+times. Measurements that queue up run back to back and pay that wait once: no request starts from the first one's
+wait to the last one's end, since each holds `.want` until it is done. Requests wait out such a run of
+measurements, but only the evaluations already past their requests are in it. The kernel releases every lock when
+its holder dies, however it dies. The evaluator makes its slot from `EvalSettings.device_lock` (a worker sets it);
+a cancelled evaluation stops waiting.
 """
 
 from __future__ import annotations
@@ -42,13 +46,13 @@ class TimingSlot:
 
     def __init__(self, path: Path):
         self.path = path
-        self.gate = path.with_suffix(".gate")
+        self.want = path.with_suffix(".want")
         self.use = path.with_suffix(".use")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._cancelled = threading.Event()
         self._measuring = False
         # By the current evaluation in this process: waiting for and holding the slot (`drained_s`: the part of
-        # the wait spent with the gate shut, for other evaluations' requests in flight to end, the device idle),
+        # the wait spent for other evaluations' requests in flight to end, the device idle),
         # waiting to run GPU work, and its longest request outside a measurement (what every measurement on
         # the device may have had to wait for).
         self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
@@ -67,12 +71,12 @@ class TimingSlot:
     @contextlib.contextmanager
     def __call__(self) -> Iterator[None]:
         t0 = time.monotonic()
-        with self._locked(self.path, fcntl.LOCK_EX), self._locked(self.gate, fcntl.LOCK_EX):
-            shut = time.monotonic()
+        with self._locked(self.want, fcntl.LOCK_SH), self._locked(self.path, fcntl.LOCK_EX):
+            turn = time.monotonic()  # the measurements queued before this one are done
             with self._locked(self.use, fcntl.LOCK_EX):
                 t1 = time.monotonic()
                 self.waited_s += t1 - t0
-                self.drained_s += t1 - shut
+                self.drained_s += t1 - turn
                 self._measuring = True
                 try:
                     yield
@@ -90,9 +94,9 @@ class TimingSlot:
         held = None
         use = self._open(self.use)
         try:
-            # Through the gate (shut while an evaluation measures or waits for the work in flight to end), then
-            # into the shared hold, which nobody can hold exclusively while the gate is open to us.
-            with self._locked(self.gate, fcntl.LOCK_SH):
+            # Admitted only while nobody waits to measure: `.want` taken exclusively for a moment. Nobody then
+            # holds `.use` exclusively, and nobody can start to wait until the shared hold is taken.
+            with self._locked(self.want, fcntl.LOCK_EX):
                 fcntl.flock(use, fcntl.LOCK_SH)
             held = time.monotonic()
             self.shared_waited_s += held - t0

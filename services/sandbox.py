@@ -348,7 +348,8 @@ os.register_at_fork(after_in_child=_SUPERVISOR._reset)
 
 class ChildPool:
     """Keeps `size` children per device started and ready (torch imported, device initialised), so that taking
-    one never waits for a start; each is handed out once.
+    one never waits for a start; each is handed out once. Each time one is wanted and none is ready, one more is
+    kept for that device, up to `warm_children_max`.
 
     A background thread starts a replacement as soon as a child is taken, so a start never runs inside the
     evaluation that uses the child. Only when no spare is ready does `acquire` hand out the oldest one still
@@ -358,6 +359,8 @@ class ChildPool:
     def __init__(self, settings: EvalSettings, size: int | None = None):
         self.settings = settings
         self.size = settings.warm_children if size is None else size
+        self._most = max(self.size, settings.warm_children_max) if self.size else 0
+        self._sizes: dict[str, int] = {}  # per device: grown from `size` while children run out
         self._ready: dict[str, deque[Child]] = {}
         self._starting: dict[str, deque[tuple[Child, float]]] = {}  # with when each was started
         self._lock = threading.Lock()
@@ -369,6 +372,7 @@ class ChildPool:
 
     def acquire(self, device: str) -> Child:
         with self._lock:
+            warmed = device in self._ready  # a first child of a device was never a spare to run out of
             ready = self._ready.setdefault(device, deque())
             starting = self._starting.setdefault(device, deque())
             child = None
@@ -377,6 +381,8 @@ class ChildPool:
                 if child.proc.poll() is not None:
                     child.close()
                     child = None
+            if child is None and warmed:
+                self._sizes[device] = min(self._sizes.get(device, self.size) + 1, self._most)
             if child is None and starting:
                 child, _ = starting.popleft()
         self._wake()
@@ -428,7 +434,9 @@ class ChildPool:
                 if self._closed:
                     return
                 backing_off = time.monotonic() < self._retry_at
-                missing = {d: self.size - len(self._ready[d]) - len(self._starting[d]) for d in self._ready}
+                missing = {
+                    d: self._sizes.get(d, self.size) - len(self._ready[d]) - len(self._starting[d]) for d in self._ready
+                }
                 waiting = [entry for q in self._starting.values() for entry in q]
             for device, n in missing.items():
                 for _ in range(0 if backing_off else n):

@@ -205,5 +205,12 @@ class EvalSettings(BaseSettings):
     )
     max_processes: int = Field(64, ge=1, description="Processes a child's session may hold at once.")
     max_file_mb: int = Field(1024, ge=1, description="Largest file a child may write.")
-    warm_children: int = Field(4, ge=0, description="Children kept started with torch imported.")
+    warm_children: int = Field(4, ge=0, description="Children kept started with torch imported (0: none).")
+    warm_children_max: int = Field(
+        8,
+        ge=0,
+        description="The most children kept started: each time an evaluation finds none ready, one more is kept, "
+        "up to this, so that back-to-back evaluations whose children start slower than they are used (two per "
+        "evaluation, more when a reference is timed in several processes) stop waiting for them.",
+    )
     feedback_max_chars: int = Field(4000, ge=200)

@@ -89,8 +89,8 @@ def test_a_cancelled_wait_gives_up_and_a_reset_slot_works_again(tmp_path):
 
 
 def test_gpu_work_never_overlaps_a_measurement_and_a_waiting_measurement_goes_first(tmp_path):
-    """And each side records what the device waited for: the measurement its time with the gate shut (the
-    device idle while request 1 ran on), the request holder its longest request, by name."""
+    """And each side records what the device waited for: the measurement its time waiting for request 1 to end
+    (the device idle meanwhile), the request holder its longest request, by name."""
     measurer, worker = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")  # two processes'
     log: list[str] = []
     in_flight = threading.Event()
@@ -148,3 +148,40 @@ def test_a_cancelled_wait_for_the_device_gives_up(tmp_path):
         threading.Timer(0.3, slot.cancel).start()
         with pytest.raises(EvaluationCancelled), slot.shared():
             pass
+
+
+def test_measurements_that_queue_up_run_back_to_back_and_wait_for_requests_once(tmp_path):
+    """Two measurements asked for while a request runs: both go before a request that arrives meanwhile, and
+    only the first waits for the device to drain."""
+    worker = TimingSlot(tmp_path / "gpu-x.lock")
+    first, second = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")
+    log: list[str] = []
+    in_flight, finish = threading.Event(), threading.Event()
+
+    def request(slot: TimingSlot, name: str, hold: threading.Event | None = None) -> None:
+        with slot.shared():
+            in_flight.set()
+            if hold is not None:
+                hold.wait(5)
+            log.append(name)
+
+    def measure(slot: TimingSlot, name: str) -> None:
+        with slot():
+            log.append(name)
+            time.sleep(0.1)
+
+    threads = [threading.Thread(target=request, args=(worker, "request 1", finish))]
+    threads[0].start()
+    assert in_flight.wait(5)
+    for args in ((first, "measurement 1"), (second, "measurement 2")):
+        threads.append(threading.Thread(target=measure, args=args))
+        threads[-1].start()
+        time.sleep(0.1)
+    threads.append(threading.Thread(target=request, args=(TimingSlot(tmp_path / "gpu-x.lock"), "request 2")))
+    threads[-1].start()
+    time.sleep(0.1)
+    finish.set()
+    for t in threads:
+        t.join(5)
+    assert log == ["request 1", "measurement 1", "measurement 2", "request 2"]
+    assert first.drained_s >= 0.2 and second.drained_s < 0.05 <= second.waited_s

@@ -54,6 +54,30 @@ def test_spares_are_started_in_the_background_and_handed_out_ready():
         pool.close()
 
 
+def test_a_pool_that_runs_out_keeps_more_children_up_to_its_ceiling():
+    """Children used faster than they start: every acquire that finds none ready keeps one more, up to
+    `warm_children_max`; a pool of none stays off."""
+    pool = ChildPool(EvalSettings(warm_children=1, warm_children_max=2))
+    taken = []
+    try:
+        pool.prewarm("cpu")
+        wait_ready(pool, 1)
+        taken += [pool.acquire("cpu") for _ in range(3)]  # the spare, then two that were not ready
+        wait_ready(pool, 2)
+        time.sleep(0.5)
+        assert pool.ready("cpu") + len(pool._starting["cpu"]) == 2
+    finally:
+        for child in taken:
+            child.close()
+        pool.close()
+    off = ChildPool(EvalSettings(warm_children=0))
+    off.prewarm("cpu")
+    off.acquire("cpu").close()
+    time.sleep(0.3)
+    assert off.ready("cpu") == 0 and not off._starting["cpu"]
+    off.close()
+
+
 def test_evaluations_take_ready_children_and_start_in_under_0_1_s(relu):
     """Bursts of as many back-to-back evaluations as the spares cover, the pool refilling between bursts. How
     fast it refills is the host's (a child start is seconds of CPU: two per evaluation); on this CI box of two
