@@ -52,7 +52,7 @@ class Evaluator:
         self.settings = settings or EvalSettings()
         self.pool = pool or ChildPool(self.settings)
         lock = self.settings.device_lock
-        self.timing_slot = TimingSlot(Path(lock)) if lock else None
+        self.timing_slot = TimingSlot(Path(lock), self.settings.device_lock_gather_s) if lock else None
         self._mem_pool: Any = None
         self._current: Session | None = None
 

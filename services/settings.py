@@ -191,6 +191,13 @@ class EvalSettings(BaseSettings):
         description="The device's timing-slot lock file (services.device_lock), shared by every process that "
         "uses the GPU; a worker sets it. Empty: this process is the device's only user.",
     )
+    device_lock_gather_s: float = Field(
+        1.0,
+        ge=0,
+        description="How long a measurement lets other evaluations' requests on the device run on before it "
+        "stops them and waits for them to end (at once when the device is idle or another measurement has "
+        "stopped them): measurements that arrive meanwhile then share one wait. Chosen with bench/slot_schedule.py.",
+    )
     concurrent_children: int = Field(
         2,
         ge=1,

@@ -185,3 +185,47 @@ def test_measurements_that_queue_up_run_back_to_back_and_wait_for_requests_once(
         t.join(5)
     assert log == ["request 1", "measurement 1", "measurement 2", "request 2"]
     assert first.drained_s >= 0.2 and second.drained_s < 0.05 <= second.waited_s
+
+
+def test_a_gathering_measurement_lets_requests_run_on_and_starts_at_once_on_an_idle_device(tmp_path):
+    """With `gather_s`, a measurement asked for while requests run lets new requests in until its time is up;
+    one asked for on an idle device, or after another measurement has stopped the requests, does not wait."""
+    idle = TimingSlot(tmp_path / "gpu-x.lock", gather_s=5.0)
+    t0 = time.monotonic()
+    with idle():
+        pass
+    assert time.monotonic() - t0 < 0.5
+
+    worker, late = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")
+    first = TimingSlot(tmp_path / "gpu-x.lock", gather_s=0.6)
+    second = TimingSlot(tmp_path / "gpu-x.lock", gather_s=5.0)
+    log: list[str] = []
+    in_flight, finish = threading.Event(), threading.Event()
+
+    def long_request() -> None:
+        with worker.shared():
+            in_flight.set()
+            finish.wait(5)
+
+    def measure(slot: TimingSlot, name: str) -> None:
+        with slot():
+            log.append(name)
+            time.sleep(0.2)
+
+    threads = [threading.Thread(target=long_request)]
+    threads[0].start()
+    assert in_flight.wait(5)
+    threads.append(threading.Thread(target=measure, args=(first, "measurement 1")))
+    threads[-1].start()
+    time.sleep(0.2)
+    with late.shared():  # admitted while the measurement gathers
+        log.append("request admitted")
+    time.sleep(0.6)  # the gathering is over: the measurement has stopped requests and waits for the long one
+    threads.append(threading.Thread(target=measure, args=(second, "measurement 2")))
+    threads[-1].start()
+    time.sleep(0.2)
+    finish.set()
+    for t in threads:
+        t.join(10)
+    assert log == ["request admitted", "measurement 1", "measurement 2"]
+    assert second.waited_s < 1.0  # joined the first one's run instead of gathering for 5 s
