@@ -94,8 +94,9 @@ def slot_use(worker_log: Path, last: int) -> list[dict]:
 
 
 def long_holds(slot: list[dict], over_s: float = 3.0) -> dict:
-    """The evaluations that held the slot longer than `over_s`; of those with a result, how many did not reuse the
-    stored reference timing (the reference is then timed in several processes) and their median timed calls."""
+    """The evaluations that held the slot longer than `over_s`, which problems they were; of those with a result,
+    how many did not reuse the stored reference timing (the reference is then timed in several processes) and their
+    median timed calls."""
     long = [e for e in slot if e["timing_slot_held_s"] > over_s]
     timed = [e for e in long if "timed_calls" in e]
     calls = [e["timed_calls"]["candidate"] for e in timed if "candidate" in e["timed_calls"]]
@@ -103,6 +104,7 @@ def long_holds(slot: list[dict], over_s: float = 3.0) -> dict:
         "over_s": over_s,
         "count": len(long),
         "held_s": round(sum(e["timing_slot_held_s"] for e in long), 1),
+        "problems": sorted({e.get("problem_id", "?") for e in long}),
         "reference_not_reused": sum("reference" not in e["timings_from_cache"] for e in timed),
         "candidate_calls_median": statistics.median(calls) if calls else None,
     }

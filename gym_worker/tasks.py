@@ -208,6 +208,7 @@ class WorkerState:
             "evaluation finished",
             extra={
                 "evaluation_id": job_id,
+                "problem_id": job.problem,
                 "cancelled": cancelled,
                 "timing_slot_wait_s": round(self.slot.waited_s, 3),
                 "timing_slot_held_s": round(self.slot.held_s, 3),

@@ -107,9 +107,10 @@ def test_a_cancelled_holder_frees_the_slot_the_other_evaluation_waits_for(pipeli
     wait_for(honest, 10, "the honest evaluation's figures were not logged")
     assert len(honest()) == 1 and honest()[0]["timed_calls"]["candidate"] >= 3
     assert honest()[0]["timings_from_cache"] == []  # the holder was cancelled before it could store the reference
-    # What the device waited for: this evaluation's measurement, for requests in flight with the gate shut; and
-    # its own longest request outside a measurement, named.
+    # What the device waited for: this evaluation's measurement, for requests in flight to end; and its own
+    # longest request outside a measurement, named; and which problem it was.
     figures = honest()[0]
+    assert figures["problem_id"] == RELU
     assert 0 <= figures["timing_slot_drain_s"] <= figures["timing_slot_wait_s"]
     assert figures["longest_gpu_request"]["s"] > 0 and figures["longest_gpu_request"]["what"]
 
