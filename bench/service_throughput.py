@@ -3,6 +3,7 @@ and pipelined in one run, and whether pipelining disturbs the timings.
 
     python bench/service_throughput.py --serial 3 --pipelined 12                 # bundled problems, one GPU
     python bench/service_throughput.py --serial 3 --pipelined 12 --concurrency default,4
+    python bench/service_throughput.py --serial 1 --pipelined 3 --gather 0,1          # the slot's gathering, on/off
     python bench/service_throughput.py --serial 3 --pipelined 12 --cold                 # as an RL step on new prompts
     python bench/service_throughput.py --kernelbench .kb/KernelBench --serial 2 --pipelined 0     # published sizes
     python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
@@ -13,7 +14,8 @@ each submission made distinct by a unique comment, so the result cache never ans
 Triton kernels compile afresh. Modes, in this order, each on a fresh stack (its own Redis, so each mode
 measures its own reference timings and then reuses them, as a service does):
   * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem;
-  * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice), `--pipelined` per problem.
+  * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice) and each `--gather` (how
+    long a measurement lets other evaluations' requests run on first), `--pipelined` per problem.
 Every mode first runs one evaluation per problem that is not counted (it times and stores the problem's reference),
 then waits until every pool process has its warm children again; then all its submissions go in one
 POST /evaluate/batch and it waits for every result. With --cold there is no uncounted pass: the batch meets
@@ -208,6 +210,12 @@ def main() -> None:
     parser.add_argument(
         "--concurrency", default="default", help="pipelined modes: comma-separated counts, or `default`"
     )
+    parser.add_argument(
+        "--gather",
+        default="default",
+        help="pipelined modes: comma-separated KERNELGYM_DEVICE_LOCK_GATHER_S values, or `default` (each with "
+        "each --concurrency, so that policies are compared in one run)",
+    )
     parser.add_argument("--gpu", type=int, default=0, help="the GPU's index (ignored with --device-class cpu)")
     parser.add_argument("--device-class", default="gpu", help="`cpu` runs the same path with the interpreter")
     parser.add_argument("--kernelbench", type=Path, help="KernelBench problems (holds level1/) instead of bundled")
@@ -226,8 +234,11 @@ def main() -> None:
     print(json.dumps(head))
     modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"})]
     for c in args.concurrency.split(",") if args.pipelined else []:
-        env = {} if c == "default" else {"KERNELGYM_WORKER_CONCURRENCY": c}
-        modes.append((f"pipelined-{c}", args.pipelined, env))
+        for g in args.gather.split(","):
+            env = {} if c == "default" else {"KERNELGYM_WORKER_CONCURRENCY": c}
+            if g != "default":
+                env["KERNELGYM_DEVICE_LOCK_GATHER_S"] = g
+            modes.append((f"pipelined-{c}" + ("" if g == "default" else f"-gather-{g}"), args.pipelined, env))
     rows = []
     for name, per_problem, env in modes:
         row = run_mode(name, problems, per_problem, args, {**common, **env})
