@@ -229,3 +229,13 @@ def test_a_gathering_measurement_lets_requests_run_on_and_starts_at_once_on_an_i
         t.join(10)
     assert log == ["request admitted", "measurement 1", "measurement 2"]
     assert second.waited_s < 1.0  # joined the first one's run instead of gathering for 5 s
+
+
+def test_a_measurement_cancelled_while_it_gathers_gives_up(tmp_path):
+    worker, slot = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock", gather_s=30.0)
+    with worker.shared():  # a request in flight: the measurement gathers
+        threading.Timer(0.3, slot.cancel).start()
+        t0 = time.monotonic()
+        with pytest.raises(EvaluationCancelled), slot():
+            pass
+        assert time.monotonic() - t0 < 2.0
