@@ -372,9 +372,8 @@ class ChildPool:
 
     def acquire(self, device: str) -> Child:
         with self._lock:
-            warmed = device in self._ready  # a first child of a device was never a spare to run out of
-            ready = self._ready.setdefault(device, deque())
-            starting = self._starting.setdefault(device, deque())
+            warmed = self._register(device)  # a first child of a device was never a spare to run out of
+            ready, starting = self._ready[device], self._starting[device]
             child = None
             while ready and child is None:
                 child = ready.popleft()
@@ -382,7 +381,7 @@ class ChildPool:
                     child.close()
                     child = None
             if child is None and warmed:
-                self._sizes[device] = min(self._sizes.get(device, self.size) + 1, self._most)
+                self._sizes[device] = min(self._sizes[device] + 1, self._most)
             if child is None and starting:
                 child, _ = starting.popleft()
         self._wake()
@@ -391,9 +390,15 @@ class ChildPool:
     def prewarm(self, device: str) -> None:
         """Start filling the pool for `device` in the background; returns at once."""
         with self._lock:
-            self._ready.setdefault(device, deque())
-            self._starting.setdefault(device, deque())
+            self._register(device)
         self._wake()
+
+    def _register(self, device: str) -> bool:
+        """Under the lock: the pool's entries for `device`; whether it had them already."""
+        known = device in self._ready
+        if not known:
+            self._ready[device], self._starting[device], self._sizes[device] = deque(), deque(), self.size
+        return known
 
     def ready(self, device: str) -> int:
         """Children of `device` ready to be handed out now."""
@@ -434,9 +439,7 @@ class ChildPool:
                 if self._closed:
                     return
                 backing_off = time.monotonic() < self._retry_at
-                missing = {
-                    d: self._sizes.get(d, self.size) - len(self._ready[d]) - len(self._starting[d]) for d in self._ready
-                }
+                missing = {d: self._sizes[d] - len(self._ready[d]) - len(self._starting[d]) for d in self._ready}
                 waiting = [entry for q in self._starting.values() for entry in q]
             for device, n in missing.items():
                 for _ in range(0 if backing_off else n):
