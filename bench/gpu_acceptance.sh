@@ -5,7 +5,7 @@
 # status and seconds. Run from the repository root with the project importable (PYTHONPATH or an install).
 #
 #   bench/gpu_acceptance.sh 1 "$OUT"   # service throughput, bundled problems: serial, pipelined without and with
-#                                      # the slot's gathering, in one run
+#                                      # the compiler child (KERNELGYM_PRECOMPILE), in one run
 #   bench/gpu_acceptance.sh 2 "$OUT"   # the 500-evaluation soak through the service
 #   bench/gpu_acceptance.sh 3 "$OUT"   # the hack corpus and honest controls, both shards
 #   bench/gpu_acceptance.sh 4 "$OUT"   # core GPU tests, real-world corpus through the checker
@@ -38,7 +38,7 @@ step() {  # step NAME LIMIT_S COMMAND...
 
 case $part in
 1)
-    step throughput 570 "$py" bench/service_throughput.py --serial 1 --pipelined 3 --gather 0,1 --logs "$out/throughput-logs"
+    step throughput 570 "$py" bench/service_throughput.py --serial 1 --pipelined 3 --precompile 0,1 --logs "$out/throughput-logs"
     ;;
 2)
     step soak 575 "$py" bench/soak.py --evaluations 500 --device-class h100 --max-minutes 8 --out "$out/soak.jsonl"

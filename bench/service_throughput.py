@@ -4,6 +4,7 @@ and pipelined in one run, and whether pipelining disturbs the timings.
     python bench/service_throughput.py --serial 3 --pipelined 12                 # bundled problems, one GPU
     python bench/service_throughput.py --serial 3 --pipelined 12 --concurrency default,4
     python bench/service_throughput.py --serial 1 --pipelined 3 --gather 0,1          # the slot's gathering, on/off
+    python bench/service_throughput.py --serial 1 --pipelined 3 --precompile 0,1      # the compiler child, off/on
     python bench/service_throughput.py --serial 3 --pipelined 12 --cold                 # as an RL step on new prompts
     python bench/service_throughput.py --kernelbench .kb/KernelBench --serial 2 --pipelined 0     # published sizes
     python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
@@ -14,8 +15,9 @@ each submission made distinct by a unique comment, so the result cache never ans
 Triton kernels compile afresh. Modes, in this order, each on a fresh stack (its own Redis, so each mode
 measures its own reference timings and then reuses them, as a service does):
   * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem;
-  * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice) and each `--gather` (how
-    long a measurement lets other evaluations' requests run on first), `--pipelined` per problem.
+  * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice), each `--gather` (how
+    long a measurement lets other evaluations' requests run on first) and each `--precompile` (whether a compiler
+    child compiles the candidate's kernels before its first call), `--pipelined` per problem.
 Every mode first runs one evaluation per problem that is not counted (it times and stores the problem's reference),
 then waits until every pool process has its warm children again; then all its submissions go in one
 POST /evaluate/batch and it waits for every result. With --cold there is no uncounted pass: the batch meets
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import statistics
 import sys
@@ -48,7 +51,7 @@ from kernelgym.stack import LocalStack  # noqa: E402
 from services.problems import ProblemSet, bundled_kernel, bundled_problems  # noqa: E402
 
 KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
-PHASES = ("start", "load", "compile", "correctness", "timing", "profile", "total")
+PHASES = ("start", "load", "precompile", "compile", "correctness", "timing", "profile", "total")
 
 
 def workload(kernelbench: Path | None) -> list[dict]:
@@ -123,6 +126,20 @@ def gpu_requests(slot: list[dict]) -> dict:
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]["median_s"]))
 
 
+def precompile_passes(slot: list[dict]) -> dict | None:
+    """What the compiler child did for each evaluation (services.parent.precompile), from the worker's log."""
+    passes = [e["precompile"] for e in slot if "precompile" in e]
+    if not passes:
+        return None
+    stopped = [p["stopped"] for p in passes if p["stopped"]]
+    return {
+        "passes": len(passes),
+        "kernels_median": statistics.median(p["kernels"] for p in passes),
+        "stopped_early": len(stopped),
+        "stopped_examples": sorted(set(stopped))[:3],
+    }
+
+
 def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.Namespace, env: dict) -> dict:
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
@@ -168,6 +185,7 @@ def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.N
             "long_holds": long_holds(slot),
             "longest_gpu_requests": gpu_requests(slot),
         },
+        "precompile": precompile_passes(slot),
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
         "phase_max_s": {p: round(max(v), 3) for p, v in phases.items() if v},
@@ -216,6 +234,11 @@ def main() -> None:
         help="pipelined modes: comma-separated KERNELGYM_DEVICE_LOCK_GATHER_S values, or `default` (each with "
         "each --concurrency, so that policies are compared in one run)",
     )
+    parser.add_argument(
+        "--precompile",
+        default="default",
+        help="pipelined modes: comma-separated KERNELGYM_PRECOMPILE values (0, 1), or `default`",
+    )
     parser.add_argument("--gpu", type=int, default=0, help="the GPU's index (ignored with --device-class cpu)")
     parser.add_argument("--device-class", default="gpu", help="`cpu` runs the same path with the interpreter")
     parser.add_argument("--kernelbench", type=Path, help="KernelBench problems (holds level1/) instead of bundled")
@@ -233,12 +256,23 @@ def main() -> None:
     head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(problems), "cold": args.cold}
     print(json.dumps(head))
     modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"})]
-    for c in args.concurrency.split(",") if args.pipelined else []:
-        for g in args.gather.split(","):
-            env = {} if c == "default" else {"KERNELGYM_WORKER_CONCURRENCY": c}
-            if g != "default":
-                env["KERNELGYM_DEVICE_LOCK_GATHER_S"] = g
-            modes.append((f"pipelined-{c}" + ("" if g == "default" else f"-gather-{g}"), args.pipelined, env))
+    variables = (
+        ("", "KERNELGYM_WORKER_CONCURRENCY", args.concurrency),
+        ("gather", "KERNELGYM_DEVICE_LOCK_GATHER_S", args.gather),
+        ("precompile", "KERNELGYM_PRECOMPILE", args.precompile),
+    )
+    for values in itertools.product(*(v.split(",") for _, _, v in variables)) if args.pipelined else []:
+        env = {var: value for (_, var, _), value in zip(variables, values, strict=True) if value != "default"}
+        name = (
+            "pipelined-"
+            + values[0]
+            + "".join(
+                f"-{label}-{value}"
+                for (label, _, _), value in zip(variables[1:], values[1:], strict=True)
+                if value != "default"
+            )
+        )
+        modes.append((name, args.pipelined, env))
     rows = []
     for name, per_problem, env in modes:
         row = run_mode(name, problems, per_problem, args, {**common, **env})

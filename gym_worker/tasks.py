@@ -9,6 +9,7 @@ side by side and take turns in the device's timing slot (services.device_lock).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -28,6 +29,7 @@ from gym_worker.run import worker_device
 from services.device_lock import TimingSlot
 from services.errors import EvaluationCancelled, EvaluationError, InfrastructureFault, ReferenceFailed
 from services.evaluator import Evaluator, environment
+from services.parent.precompile import PrecompileOutcome
 from services.problems import Problem
 from services.schema import EvalResult, Verdict
 from services.settings import EvalSettings
@@ -101,6 +103,11 @@ def timing_figures(result: EvalResult) -> dict[str, object]:
     }
 
 
+def precompile_figures(outcome: PrecompileOutcome | None) -> dict[str, object]:
+    """What the compiler child compiled for the candidate's first call (services.parent.precompile), if it ran."""
+    return {"precompile": dataclasses.asdict(outcome)} if outcome is not None else {}
+
+
 class WorkerState:
     """What one worker process holds between tasks: its Redis client, warm evaluator and health."""
 
@@ -120,6 +127,8 @@ class WorkerState:
         ttl = service.reference_timing_ttl_s
         self.timings = RedisTimingStore(self.r, self.keys, ttl) if ttl > 0 else None
         self.evaluator.pool.prewarm(self.device)
+        if self.device == "cuda" and eval_settings.precompile:
+            self.evaluator.pool.prewarm("compiler")
         # The probe and the tasks share one evaluator, which runs one evaluation at a time.
         self._eval_lock = threading.Lock()
         marker = Path(service.gpu_lock_dir) / f"{device_id}.quarantined"
@@ -219,6 +228,7 @@ class WorkerState:
                     "what": self.slot.longest_shared[1],
                 },
                 **(timing_figures(outcome) if isinstance(outcome, EvalResult) else {}),
+                **precompile_figures(self.evaluator.last_precompile),
             },
         )
 

@@ -1,4 +1,5 @@
-"""Device selection and the CPU redirect that lets `device='cuda'` problems run on the interpreter."""
+"""Device selection and the redirect that lets `device='cuda'` problems run where there is no GPU: on CPU tensors
+(the interpreter) or on meta tensors (the compiler child, services.child.compiler)."""
 
 from __future__ import annotations
 
@@ -20,24 +21,30 @@ def _is_cuda(dev: Any) -> bool:
     return False
 
 
-def _redirect(value: Any) -> Any:
-    return "cpu" if _is_cuda(value) else value
+class DeviceRedirect(TorchFunctionMode):
+    """Rewrites every request for a CUDA device into `target` ("cpu" or "meta"), so KernelBench problems written
+    with `.cuda()` or `device="cuda"` run unchanged without one."""
 
+    def __init__(self, target: str = "cpu"):
+        super().__init__()
+        self.target = target
 
-class CpuRedirect(TorchFunctionMode):
-    """Rewrites every request for a CUDA device into the CPU, so KernelBench problems written with
-    `.cuda()` or `device="cuda"` run unchanged through the Triton interpreter."""
+    def _redirect(self, value: Any) -> Any:
+        return self.target if _is_cuda(value) else value
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if "device" in kwargs:
-            kwargs["device"] = _redirect(kwargs["device"])
+            kwargs["device"] = self._redirect(kwargs["device"])
         if func is torch.Tensor.cuda:
             return args[0]
         if func is torch.Tensor.to:
             args = (
                 args[0],
-                *(_redirect(a) if not isinstance(a, int) or isinstance(a, bool) else "cpu" for a in args[1:]),
+                *(
+                    self._redirect(a) if not isinstance(a, int) or isinstance(a, bool) else self.target
+                    for a in args[1:]
+                ),
             )
         return func(*args, **kwargs)
 
@@ -67,7 +74,7 @@ def enable_cpu_redirect(shims: bool = True) -> None:
     """Process-wide, for a CPU-mode child: it never runs anything else. Besides the redirect, user code gets
     what a GPU run would give it (autotuning, `is_cuda`, fp32 scalars, libdevice, TF32, compile errors): see
     `services.child.interpreter_shims`. `shims=False` leaves the interpreter bare (to measure what the shims change)."""
-    CpuRedirect().__enter__()
+    DeviceRedirect().__enter__()
     if shims:
         from services.child import interpreter_shims
 

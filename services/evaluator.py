@@ -9,6 +9,7 @@ child side in `services.child`, the messages between them in `services.protocol`
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Iterator
@@ -27,11 +28,12 @@ from services.parent.correctness import CorrectnessOutcome, correctness, hidden_
 from services.parent.defences import plausibility, record_silent_guards
 from services.parent.dependence import output_dependence
 from services.parent.load import acquire_references, load, start_children, start_reference, static_triage
+from services.parent.precompile import PrecompileOutcome, begin_precompile, finish_precompile
 from services.parent.profile import ProfileOutcome, profile
 from services.parent.session import Session
 from services.parent.timing import TimingOutcome, TimingPlan, timing
 from services.problems import Problem
-from services.sandbox import ChildPool
+from services.sandbox import TRITON_CACHE, ChildPool
 from services.schema import PROTOCOL_VERSION, Environment, EvalOptions, EvalResult, Verdict
 from services.settings import EvalSettings
 from services.timing_cache import TimingStore
@@ -55,6 +57,7 @@ class Evaluator:
         self.timing_slot = TimingSlot(Path(lock), self.settings.device_lock_gather_s) if lock else None
         self._mem_pool: Any = None
         self._current: Session | None = None
+        self.last_precompile: PrecompileOutcome | None = None  # the last evaluation's, for the worker's log
 
     def evaluate(
         self,
@@ -74,6 +77,7 @@ class Evaluator:
             return _run(session, self.pool, problem, candidate_source, timings)
         finally:
             self._current = None
+            self.last_precompile = session.precompiled
 
     def cancel(self) -> bool:
         """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` raises
@@ -119,8 +123,16 @@ def _run(
             static_triage(session, candidate)
         with _phase(phases, "start"):
             start_children(session, pool, problem, candidate)
+            pending = None
+            if gpu and s.precompile:
+                capability = torch.cuda.get_device_capability()
+                pending = begin_precompile(session, pool, problem, candidate, (capability[0], capability[1]))
         with _phase(phases, "load"):
             load(session)
+        if pending is not None:
+            with _phase(phases, "precompile"):  # the wait for the pass after the load
+                cache = os.path.join(session.cand.tmpdir, TRITON_CACHE)
+                session.precompiled = finish_precompile(session, pending, cache)
         with _phase(phases, "correctness"):
             correctness(session, opt.correctness_trials or s.correctness_trials, candidate, checked)
             if why := shape_generality(problem.source, opt.policy or s.policy):

@@ -35,6 +35,7 @@ from services.settings import EvalSettings
 _ENV_KEEP = {"PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "PYTHONPATH"}
 _ENV_KEEP_PREFIXES = ("CUDA_VISIBLE", "NVIDIA_", "TRITON_PTXAS", "TRITON_CUOBJDUMP", "TRITON_NVDISASM")
 _PROJECT_ROOT = str(Path(__file__).resolve().parent.parent)
+TRITON_CACHE = ".triton"  # a child's Triton cache, in its private directory
 
 
 def child_env(device: str, tmpdir: str) -> dict[str, str]:
@@ -43,7 +44,7 @@ def child_env(device: str, tmpdir: str) -> dict[str, str]:
     env.update(
         HOME=tmpdir,
         TMPDIR=tmpdir,
-        TRITON_CACHE_DIR=os.path.join(tmpdir, ".triton"),
+        TRITON_CACHE_DIR=os.path.join(tmpdir, TRITON_CACHE),
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONUNBUFFERED="1",
         PYTHONHASHSEED="0",
@@ -52,6 +53,7 @@ def child_env(device: str, tmpdir: str) -> dict[str, str]:
     )
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
+    if device in ("cpu", "compiler"):  # a compiler child compiles for the GPU, but never reaches one
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
 
@@ -112,7 +114,7 @@ def child_limits(device: str, settings: EvalSettings) -> tuple[int, int]:
     """MEM_MB and FILE_MB of a child's command line, within the hard limits it inherits (Slurm, containers,
     `ulimit -v`), since setting a limit above one fails. Where the inherited address-space limit is already
     lower than the backstop, the child keeps it (MEM_MB 0) and the watchdog still enforces memory_limit_mb."""
-    mem_mb = settings.memory_limit_mb if device == "cpu" else 0  # CUDA reserves far more than it uses
+    mem_mb = settings.memory_limit_mb if device != "cuda" else 0  # CUDA reserves far more than it uses
     if mem_mb and mem_mb + AS_HEADROOM_MB > _hard_limit_mb(resource.RLIMIT_AS):
         mem_mb = 0
     return mem_mb, int(min(settings.max_file_mb, _hard_limit_mb(resource.RLIMIT_FSIZE)))
@@ -187,10 +189,18 @@ class Child:
         self, header: dict[str, Any], deadline: float, payloads: list[bytes] | None = None
     ) -> tuple[dict[str, Any], list[bytes]]:
         """Send a command and return the child's authenticated reply."""
+        self.post(header, payloads)
+        return self.reply(deadline)
+
+    def post(self, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
+        """Send a command; `reply` collects the answer, so the parent can work while the child does."""
         try:
             channel.send(self._to_child, header, payloads)
         except (BrokenPipeError, OSError) as exc:
             raise self._died() from exc
+
+    def reply(self, deadline: float) -> tuple[dict[str, Any], list[bytes]]:
+        """The child's authenticated reply to the command posted last."""
         return self._recv(deadline, expect_nonce=True)
 
     def _recv(self, deadline: float, expect_nonce: bool) -> tuple[dict[str, Any], list[bytes]]:

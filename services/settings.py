@@ -184,6 +184,21 @@ class EvalSettings(BaseSettings):
         description="Time in Triton's compiler and autotuner (measured by hooks in the candidate child) that may "
         "extend the candidate's call limits, in all per evaluation: big autotuned kernels compile for tens of s.",
     )
+    precompile: bool = Field(
+        False,
+        description="On a GPU, compile the candidate's Triton kernels in a child that sees no GPU while the models "
+        "load (services.parent.precompile), so that its first call, which holds the device, finds them compiled. "
+        "Off until measured on a GPU (bench/service_throughput.py --precompile 0,1).",
+    )
+    precompile_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="How long the evaluation waits for the compiler child; past it, the candidate child compiles "
+        "what is left itself, as without one (the pass never decides a verdict).",
+    )
+    precompile_cache_mb: int = Field(
+        256, ge=1, description="The most of a compiler child's Triton cache copied into the candidate child's."
+    )
     timing_timeout_s: float = Field(180.0, gt=0)
     child_start_timeout_s: float = Field(120.0, gt=0, description="Torch import and device init of a child.")
     device_lock: str = Field(

@@ -53,6 +53,25 @@ def relu_candidate(forward_body: str, extra: str = "") -> str:
     )
 
 
+# An autotuned ReLU: 12 configs, each compiled (and on a GPU benchmarked) at the first call.
+AUTOTUNED = """
+@triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 512, 1024, 2048) for w in (2, 4, 8)],
+    key=["n"],
+)
+@triton.jit
+def _relu_tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
+"""
+TUNED_BODY = """out = torch.empty_like(x)
+n = x.numel()
+_relu_tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+return out"""
+
+
 # A ReLU kernel short enough for a tiny character-level model to learn in seconds; floor "0.0" is right,
 # any other floor is wrong.
 TINY_KERNEL = """```python

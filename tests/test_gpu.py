@@ -8,7 +8,16 @@ import time
 
 import pytest
 import torch
-from helpers import IN_PLACE_BODY, IN_PLACE_KERNEL, IN_PLACE_REFERENCE, bundled_source, relu_candidate, unique
+from helpers import (
+    AUTOTUNED,
+    IN_PLACE_BODY,
+    IN_PLACE_KERNEL,
+    IN_PLACE_REFERENCE,
+    TUNED_BODY,
+    bundled_source,
+    relu_candidate,
+    unique,
+)
 
 from gym_worker.health import probe
 from services.errors import ReferenceFailed
@@ -174,24 +183,6 @@ def test_a_kernel_launch_then_an_endless_loop_times_out_within_20_s(evaluator, r
     assert re.search(limit, result.feedback), result.feedback
 
 
-AUTOTUNED = """
-@triton.autotune(
-    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (256, 512, 1024, 2048) for w in (2, 4, 8)],
-    key=["n"],
-)
-@triton.jit
-def _relu_tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(out_ptr + offs, tl.where(x < 0.0, 0.0, x), mask=mask)
-"""
-TUNED_BODY = """out = torch.empty_like(x)
-n = x.numel()
-_relu_tuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
-return out"""
-
-
 def test_compilation_measured_by_the_hooks_extends_a_short_call_limit(relu):
     # A first call that compiles and autotunes 12 configs takes seconds; with a 0.2 s call limit it passes only
     # because the child's compile hooks report that time and the parent extends the deadline by it.
@@ -206,3 +197,44 @@ def test_compilation_measured_by_the_hooks_extends_a_short_call_limit(relu):
     with Evaluator(EvalSettings(**short, compile_allowance_s=0)) as ev:
         result = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
     assert result.verdict is Verdict.TIMEOUT and "time limit of" in result.feedback
+
+
+def test_kernels_compiled_by_the_compiler_child_spare_the_first_call_its_compile(relu):
+    # #13: with `precompile`, the candidate's kernel is compiled while the models load, in a child that sees no
+    # GPU; the candidate child's first call (which holds the device) then finds it in its cache.
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    settings = EvalSettings(correctness_trials=2, warm_children=1)
+    with Evaluator(settings) as ev:
+        cold = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+    with Evaluator(settings.model_copy(update={"precompile": True})) as ev:
+        warm = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+        outcome = ev.last_precompile
+        tuned = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
+        tuned_outcome = ev.last_precompile
+    assert cold.verdict is warm.verdict is tuned.verdict is Verdict.PASSED, (warm.feedback, tuned.feedback)
+    assert outcome.kernels == 1 and outcome.stopped == "" and outcome.copied_files > 0
+    assert warm.phases["compile"] < 0.3 * cold.phases["compile"], (warm.phases, cold.phases)
+    assert tuned_outcome.kernels == 12 and tuned_outcome.stopped == ""
+
+
+def test_the_compiler_child_cannot_reach_the_gpu(relu, tmp_path):
+    # Candidate code runs in the compiler child with no device slot held: it must find no GPU, whatever it tries.
+    from services.parent.precompile import begin_precompile, finish_precompile
+    from services.parent.session import Session
+    from services.sandbox import ChildPool
+    from services.settings import EvalSettings
+
+    body = """import os
+os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+raise ValueError(f"devices={torch._C._cuda_getDeviceCount()}")"""
+    settings = EvalSettings()
+    pool = ChildPool(settings, size=0)
+    try:
+        session = Session(settings, EvalOptions(), "cuda", lambda: None)
+        pending = begin_precompile(session, pool, relu, relu_candidate(body), torch.cuda.get_device_capability())
+        outcome = finish_precompile(session, pending, str(tmp_path / "cache"))
+    finally:
+        pool.close()
+    assert outcome.stopped == "forward(): ValueError: devices=0", outcome.stopped

@@ -1,6 +1,7 @@
 """The untrusted side: a child process that maps inputs to outputs, and nothing else.
 
-Started by `sandbox.Child` as `python -m services.child IN_FD OUT_FD DEVICE MEM_MB FILE_MB`. It cuts itself off
+Started by `sandbox.Child` as `python -m services.child IN_FD OUT_FD DEVICE MEM_MB FILE_MB`, DEVICE being `cuda`,
+`cpu` or `compiler` (no GPU: services.child.compiler). It cuts itself off
 the network while it is still single-threaded, imports torch and initialises the device (so it waits warm),
 then serves one job: load the reference (and, in a candidate child, the candidate), generate inputs from seeds
 the parent sends, run forwards, time calls and deliver tensors. It never compares, reduces statistics or
@@ -32,6 +33,29 @@ def _isolate_network() -> str:
     return f"none (unshare: {errno.errorcode.get(first, first)})"
 
 
+def _hide_devices() -> int:
+    """Put the GPU out of this process's reach before any user code runs: where the child may (root, or a user
+    namespace), /dev/null is bound over every NVIDIA device node in a private mount namespace; and the CUDA
+    driver is initialised under the empty CUDA_VISIBLE_DEVICES this child was started with, so that changing the
+    variable brings no GPU back. The devices the driver then sees (0 expected)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
+        raise RuntimeError("a compiler child must be started with CUDA_VISIBLE_DEVICES empty")
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone_newns, ms_rec, ms_private, ms_bind = 0x00020000, 0x4000, 0x40000, 0x1000
+    nodes = [os.path.join("/dev", n) for n in os.listdir("/dev") if n.startswith("nvidia")]
+    if nodes and libc.unshare(clone_newns) == 0 and libc.mount(None, b"/", None, ms_rec | ms_private, None) == 0:
+        for node in nodes:
+            libc.mount(b"/dev/null", os.fsencode(node), None, ms_bind, None)
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0  # no driver on this machine: no GPU to reach
+    libcuda.cuInit(0)
+    count = ctypes.c_int(0)
+    libcuda.cuDeviceGetCount(ctypes.byref(count))
+    return count.value
+
+
 def _limit_resources(mem_mb: int, file_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb << 20, file_mb << 20))
@@ -51,6 +75,8 @@ def main() -> None:
         int(sys.argv[5]),
     )
     network = _isolate_network()
+    if device == "compiler" and _hide_devices():
+        raise RuntimeError("a compiler child must see no GPU")
     _limit_resources(mem_mb, file_mb)
     # Keep the private channel away from anything the child execs.
     os.set_inheritable(in_fd, False)
@@ -86,7 +112,12 @@ def main() -> None:
         return
     if job.protocol != PROTOCOL_VERSION:
         raise ProtocolError(f"job of protocol {job.protocol}, this child speaks {PROTOCOL_VERSION}")
-    Runtime(job, in_fd, out_fd).serve()
+    if device == "compiler":
+        from services.child.compiler import serve
+
+        serve(job, in_fd, out_fd)
+    else:
+        Runtime(job, in_fd, out_fd).serve()
 
 
 if __name__ == "__main__":

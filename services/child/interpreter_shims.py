@@ -453,11 +453,13 @@ class FirstConfigBenchmarker:
         return [rank] * len(quantiles) if quantiles else rank
 
 
-def _make_driver() -> Any:
+def make_driver(capability: tuple[int, int] = CAPABILITY) -> Any:
+    """A driver that answers as a GPU of `capability` would, with no GPU behind it: the interpreter's, and the
+    compiler child's (services.child.compiler), which compiles for that GPU."""
     from triton.backends.compiler import GPUTarget
     from triton.backends.driver import DriverBase
 
-    class InterpreterDriver(DriverBase):
+    class StandInDriver(DriverBase):
         """Never picked by Triton's own discovery (`is_active` is False); made active explicitly."""
 
         def __init__(self) -> None:
@@ -473,7 +475,7 @@ def _make_driver() -> Any:
             raise NotImplementedError("the Triton interpreter compiles no launcher")
 
         def get_current_target(self) -> Any:
-            return GPUTarget("cuda", CAPABILITY[0] * 10 + CAPABILITY[1], 32)
+            return GPUTarget("cuda", capability[0] * 10 + capability[1], 32)
 
         def get_active_torch_device(self) -> torch.device:
             return _CUDA0
@@ -494,7 +496,7 @@ def _make_driver() -> Any:
             return 0
 
         def get_device_capability(self, device: int | None = None) -> tuple[int, int]:
-            return CAPABILITY
+            return capability
 
         def get_empty_cache_for_benchmark(self) -> torch.Tensor:
             return torch.empty(1 << 16, dtype=torch.int32)
@@ -502,13 +504,13 @@ def _make_driver() -> Any:
         def clear_cache(self, cache: torch.Tensor) -> None:
             cache.zero_()
 
-    return InterpreterDriver()
+    return StandInDriver()
 
 
-def install_driver() -> None:
+def install_driver(capability: tuple[int, int] = CAPABILITY) -> None:
     from triton.runtime import driver
 
-    driver.set_active(_make_driver())
+    driver.set_active(make_driver(capability))
 
 
 # -- what user code sees of devices ------------------------------------------------------------------------
@@ -525,7 +527,9 @@ class _NoDeviceContext:
         return None
 
 
-def install_device_view() -> None:
+def install_device_view(shown: str = "cpu", capability: tuple[int, int] = CAPABILITY) -> None:
+    """User code sees tensors on `shown` (the device a DeviceRedirect puts them on) as cuda:0, and a GPU of
+    `capability`."""
     base = torch._C.TensorBase
     real_device = base.__dict__["device"]
     real_is_cuda = base.__dict__["is_cuda"]
@@ -535,10 +539,10 @@ def install_device_view() -> None:
 
     def device(self: torch.Tensor) -> torch.device:
         dev = real_device.__get__(self)
-        return _CUDA0 if dev.type == "cpu" and _user_caller() else dev
+        return _CUDA0 if dev.type == shown and _user_caller() else dev
 
     def is_cuda(self: torch.Tensor) -> bool:
-        return bool(real_is_cuda.__get__(self)) or (real_device.__get__(self).type == "cpu" and _user_caller())
+        return bool(real_is_cuda.__get__(self)) or (real_device.__get__(self).type == shown and _user_caller())
 
     def get_device(self: torch.Tensor) -> int:
         index = real_get_device(self)
@@ -557,8 +561,11 @@ def install_device_view() -> None:
     cuda.is_available = is_available
     cuda.device_count = device_count
     cuda.get_device_name = lambda device=None: DEVICE_NAME
-    cuda.get_device_capability = lambda device=None: CAPABILITY
-    cuda.get_device_properties = lambda device=None: TORCH_DEVICE_PROPERTIES
+    cuda.get_device_capability = lambda device=None: capability
+    properties = types.SimpleNamespace(
+        **{**vars(TORCH_DEVICE_PROPERTIES), "major": capability[0], "minor": capability[1]}
+    )
+    cuda.get_device_properties = lambda device=None: properties
     cuda.set_device = lambda device: None
     cuda.device = _NoDeviceContext
     cuda.empty_cache = lambda: None

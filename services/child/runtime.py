@@ -114,6 +114,17 @@ def _poison(specs: list[list[Any]], device: str) -> None:
         del junk
 
 
+def import_source(name: str, source: str) -> Any:
+    """Import user code as module `name`, from a file in this child's directory (tracebacks show its lines)."""
+    path = Path(os.getcwd(), f"{name}.py")
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 class CompileClock:
     """Time the candidate spends in Triton's compiler and autotuner, published in its private directory
     (`COMPILE_CLOCK`) for the parent, which extends a call's deadline by the compilation it reads there, within
@@ -254,15 +265,6 @@ class Runtime:
             kind = "reference_error" if self.role == "reference" else _classify(exc)
             raise CandidateError(kind, exc, what) from None
 
-    def _import(self, name: str, source: str) -> Any:
-        path = Path(os.getcwd(), f"{name}.py")
-        path.write_text(source)
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-
     def _sync(self) -> None:
         if self.device == "cuda":
             _sync()
@@ -271,7 +273,7 @@ class Runtime:
     def load(self, _: Load) -> None:
         t0 = _perf()
         self.ref_module = self._run_user(
-            "loading the reference", self._import, "kg_reference", self.job.reference_source
+            "loading the reference", import_source, "kg_reference", self.job.reference_source
         )
         if self.guarded:
             self.recorder.install()
@@ -283,7 +285,7 @@ class Runtime:
         if self.guarded:
             self.audit.install()
         if self.role == "candidate":
-            module = self._run_user("importing the candidate", self._import, "kg_candidate", self.job.candidate_source)
+            module = self._run_user("importing the candidate", import_source, "kg_candidate", self.job.candidate_source)
             cls = getattr(module, "ModelNew", None)
             if not isinstance(cls, type):
                 raise CandidateError(

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -51,6 +51,9 @@ from services.protocol.messages import (
 from services.sandbox import Child
 from services.schema import Check, EvalOptions, Measure, Verdict
 from services.settings import EvalSettings
+
+if TYPE_CHECKING:
+    from services.parent.precompile import PrecompileOutcome
 
 MAX_DELIVERY_BYTES = 64 << 30
 R = TypeVar("R", bound=Reply)
@@ -147,6 +150,8 @@ class Session:
         self.ref: Child | None = None
         self.cand: Child | None = None
         self.others: list[Child] = []  # more reference children, while they time the reference
+        self.compiler: Child | None = None  # compiling the candidate's kernels (services.parent.precompile)
+        self.precompiled: PrecompileOutcome | None = None
         self.cancelled = False
         self.reference_call_s = 0.0  # the slowest reference call the parent has seen (whole request)
         self.compile_total_s = 0.0  # the candidate child's compile time so far, as it reports it
@@ -197,7 +202,7 @@ class Session:
         return EarlyVerdict(verdict, text)
 
     def children(self) -> list[Child]:
-        return [c for c in (self.ref, self.cand, *self.others) if c is not None]
+        return [c for c in (self.ref, self.cand, self.compiler, *self.others) if c is not None]
 
     def retire(self, child: Child) -> None:
         """Close one of the other reference children."""

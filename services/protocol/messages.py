@@ -1,6 +1,7 @@
 """The messages between the trusted parent and a child: one typed class per command and per reply.
 
-Parent -> child: `Job` once, then `Load`, `Call`, `Time`, `Profile`, `Deliver`, `Release`, `Exit`.
+Parent -> child: `Job` once, then `Load`, `Call`, `Time`, `Profile`, `Deliver`, `Release`, `Exit`; a compiler
+child (services.child.compiler) gets `Precompile` alone.
 Child -> parent: `Ready` before the job; then, for each command, its reply class or a `Failure`. Every reply
 after the job carries the job's nonce, a sequence number (checked by `sandbox.Child`) and, from a child that
 runs the defences, the guards' report. The parent validates each reply against the class it expects
@@ -48,7 +49,7 @@ class Job(Command):
 
     cmd: ClassVar[str] = "job"
     nonce: str
-    role: Literal["reference", "candidate"]
+    role: Literal["reference", "candidate", "compiler"]
     device: str
     reference_source: str
     candidate_source: str | None
@@ -121,11 +122,22 @@ class Release(Command):
 
 
 @dataclass(frozen=True)
+class Precompile(Command):
+    """To a compiler child: run the candidate's forward() once on meta inputs of the published shapes, compiling
+    every Triton kernel it launches for a GPU of `capability` (major, minor) and running none."""
+
+    cmd: ClassVar[str] = "precompile"
+    capability: tuple[int, int]
+
+
+@dataclass(frozen=True)
 class Exit(Command):
     cmd: ClassVar[str] = "exit"
 
 
-COMMANDS: dict[str, type[Command]] = {c.cmd: c for c in (Job, Load, Call, Time, Profile, Deliver, Release, Exit)}
+COMMANDS: dict[str, type[Command]] = {
+    c.cmd: c for c in (Job, Load, Call, Time, Profile, Deliver, Release, Precompile, Exit)
+}
 
 
 def command_header(command: Command) -> dict[str, Any]:
@@ -223,6 +235,17 @@ class Released(Reply):
     pass
 
 
+@dataclass(frozen=True)
+class Precompiled(Reply):
+    """What a compiler child's pass compiled: kernels (autotune configs each count), the C modules Triton builds
+    at a first launch (its driver's, and on Triton 3.6 a launcher per kernel signature), and where the pass ended
+    early ("" when forward() returned)."""
+
+    kernels: int = 0
+    modules: int = 0
+    stopped: str = ""
+
+
 def reply_header(reply: Reply | Ready) -> dict[str, Any]:
     return dataclasses.asdict(reply)
 
@@ -255,6 +278,7 @@ _REQUIRED: dict[type, tuple[str, ...]] = {
     Profiled: ("kernels", "launches"),
     Delivered: ("count",),
     Released: (),
+    Precompiled: ("kernels", "modules", "stopped"),
 }
 
 

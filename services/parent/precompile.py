@@ -1,0 +1,120 @@
+"""Compiling the candidate's Triton kernels before its first call, in a child that sees no GPU.
+
+services.child.compiler says what the compiler child does and why it cannot disturb a measurement. The parent
+posts the pass as the children start, lets it run while both models load, collects it before the first candidate
+call, and copies the compiled kernels into the candidate child's Triton cache. The pass decides nothing: however
+the compiler child ends (user code raising, a crash, the time limit), the evaluation goes on as it would without
+it, the candidate child compiling what is missing; the outcome is reported, never judged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+
+from services.errors import ChildDied, ChildTimedOut, ProtocolError
+from services.parent.session import Session
+from services.problems import Problem
+from services.protocol.messages import Failure, Job, Precompile, Precompiled, command_header, decode_reply
+from services.sandbox import TRITON_CACHE, Child, ChildPool
+
+
+@dataclass
+class PrecompileOutcome:
+    kernels: int = 0  # compiled by the pass (each autotune config counts)
+    modules: int = 0  # C modules built: Triton's driver module, and on Triton 3.6 a launcher per kernel signature
+    copied_files: int = 0  # into the candidate child's cache
+    stopped: str = ""  # where the pass ended early, or why it gave nothing; "" when forward() returned
+
+
+@dataclass
+class Pending:
+    """A pass in flight: its child (the session's `compiler`, so a cancel kills it) and when to stop waiting."""
+
+    child: Child
+    deadline: float = 0.0  # 0: nothing to collect
+    outcome: PrecompileOutcome = field(default_factory=PrecompileOutcome)
+
+
+def begin_precompile(
+    session: Session, pool: ChildPool, problem: Problem, candidate: str, capability: tuple[int, int]
+) -> Pending:
+    """Start the pass in a compiler child, for a GPU of `capability`; `finish_precompile` collects it."""
+    s = session.settings
+    session.stop_if_cancelled()
+    session.compiler = child = pool.acquire("compiler")
+    pending = Pending(child)
+    job = Job(
+        nonce=session.nonce,
+        role="compiler",
+        device=session.device,
+        reference_source=problem.source,
+        candidate_source=candidate,
+        init_seed=session.seed("init", 0),
+        l2_flush_factor=s.l2_flush_factor,
+        defences=session.defended,
+    )
+    try:
+        child.start_job(command_header(job), time.monotonic() + s.child_start_timeout_s)
+        child.post(command_header(Precompile(capability=capability)))
+        pending.deadline = time.monotonic() + s.precompile_timeout_s
+    except (ChildDied, ChildTimedOut, ProtocolError) as exc:
+        pending.outcome.stopped = f"the compiler child did not start: {exc}"
+    return pending
+
+
+def finish_precompile(session: Session, pending: Pending, cache: str) -> PrecompileOutcome:
+    """Wait for the pass (within `precompile_timeout_s` of its start), then copy what it compiled into the Triton
+    cache directory `cache` (the candidate child's)."""
+    outcome, child = pending.outcome, pending.child
+    try:
+        if pending.deadline:
+            header, _ = child.reply(pending.deadline)
+            reply = decode_reply(Precompiled, header)
+            if isinstance(reply, Failure):
+                outcome.stopped = f"the compiler child failed: {reply.context}"
+            else:
+                outcome.kernels, outcome.modules, outcome.stopped = reply.kernels, reply.modules, reply.stopped
+    except ChildTimedOut:  # killed; what it finished is in its cache all the same
+        outcome.stopped = f"not done within {session.settings.precompile_timeout_s:g} s"
+    except ChildDied as died:
+        outcome.stopped = f"the compiler child {died.reason}"
+    except ProtocolError as exc:
+        outcome.stopped = f"bad message from the compiler child: {exc}"
+    session.stop_if_cancelled()
+    outcome.copied_files = copy_cache(
+        os.path.join(child.tmpdir, TRITON_CACHE), cache, session.settings.precompile_cache_mb << 20
+    )
+    child.close()
+    session.compiler = None
+    return outcome
+
+
+def copy_cache(src: str, dst: str, limit_bytes: int) -> int:
+    """Copy the entries of Triton cache `src` (a directory of files per compilation) that `dst` lacks, regular
+    files only, up to `limit_bytes` in all; each entry appears whole (renamed into place). Files copied."""
+    copied = total = 0
+    try:
+        entries = [e for e in os.scandir(src) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return 0
+    os.makedirs(dst, exist_ok=True)
+    for entry in entries:
+        target = os.path.join(dst, entry.name)
+        if entry.name.startswith(".") or os.path.lexists(target):
+            continue
+        files = [f for f in os.scandir(entry.path) if f.is_file(follow_symlinks=False)]
+        size = sum(f.stat(follow_symlinks=False).st_size for f in files)
+        if total + size > limit_bytes:
+            continue
+        staging = os.path.join(dst, f".{entry.name}.part")
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        for f in files:
+            shutil.copyfile(f.path, os.path.join(staging, f.name), follow_symlinks=False)
+        os.rename(staging, target)
+        total += size
+        copied += len(files)
+    return copied

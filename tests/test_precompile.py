@@ -1,0 +1,97 @@
+"""The compiler child (#13): a candidate's Triton kernels compiled for a GPU in a process that sees none, before the
+first call, and copied into the candidate child's cache. Real child processes and Triton's real compiler (for an
+sm_90 target; its ptxas ships with Triton), on a machine without a GPU."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+from helpers import AUTOTUNED, TUNED_BODY, bundled_source, relu_candidate
+
+from services.parent.precompile import PrecompileOutcome, begin_precompile, copy_cache, finish_precompile
+from services.parent.session import Session
+from services.problems import Problem
+from services.sandbox import ChildPool
+from services.schema import EvalOptions
+from services.settings import EvalSettings
+
+SETTINGS = EvalSettings(precompile_timeout_s=20)
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ChildPool]:
+    pool = ChildPool(SETTINGS, size=1)
+    pool.prewarm("compiler")
+    yield pool
+    pool.close()
+
+
+def run_pass(pool: ChildPool, problem: Problem, candidate: str, tmp_path, settings=SETTINGS) -> PrecompileOutcome:
+    session = Session(settings, EvalOptions(), "cuda", lambda: None)
+    pending = begin_precompile(session, pool, problem, candidate, (9, 0))
+    return finish_precompile(session, pending, str(tmp_path / "cache"))
+
+
+def cubins(cache) -> list[str]:
+    return [f for _, _, files in os.walk(cache) for f in files if f.endswith(".cubin")]
+
+
+def test_each_launched_kernel_is_compiled_for_the_gpu_without_one(pool, problems, tmp_path):
+    # The bundled RMSNorm wrapper reads shapes and strides and allocates with device=x.device: on meta inputs that
+    # user code sees as cuda:0, it reaches its launch, which compiles for sm_90 instead of running.
+    problem = problems.load("level1/5_RMSNorm")
+    outcome = run_pass(pool, problem, bundled_source("level1/5_RMSNorm"), tmp_path)
+    assert outcome.stopped == "" and outcome.kernels == 1
+    assert outcome.copied_files > 0 and len(cubins(tmp_path / "cache")) == 1
+
+
+def test_a_wrapper_that_asserts_cuda_inputs_still_compiles(pool, relu, tmp_path):
+    body = "assert x.is_cuda and x.device.type == 'cuda' and torch.cuda.is_available()\nreturn triton_relu(x)"
+    outcome = run_pass(pool, relu, relu_candidate(body), tmp_path)
+    assert outcome.stopped == "" and outcome.kernels == 1
+
+
+def test_an_autotuned_kernel_compiles_every_config(pool, relu, tmp_path):
+    outcome = run_pass(pool, relu, relu_candidate(TUNED_BODY, AUTOTUNED), tmp_path)
+    assert outcome.stopped == "" and outcome.kernels == 12
+    assert len(cubins(tmp_path / "cache")) == 12
+
+
+def test_code_that_needs_values_ends_the_pass_and_keeps_what_it_compiled(pool, relu, tmp_path):
+    body = "y = triton_relu(x)\nif y.sum().item() > 0:\n    return y\nreturn y"
+    outcome = run_pass(pool, relu, relu_candidate(body), tmp_path)
+    assert outcome.kernels == 1 and len(cubins(tmp_path / "cache")) == 1
+    assert outcome.stopped.startswith("forward(): ") and "meta" in outcome.stopped.lower()
+
+
+def test_a_pass_that_never_ends_is_cut_at_its_limit(pool, relu, tmp_path):
+    settings = SETTINGS.model_copy(update={"precompile_timeout_s": 2.0})
+    start = time.monotonic()
+    outcome = run_pass(pool, relu, relu_candidate("y = triton_relu(x)\nwhile True:\n    pass"), tmp_path, settings)
+    assert time.monotonic() - start < 10
+    assert outcome.stopped == "not done within 2 s"
+    assert len(cubins(tmp_path / "cache")) == 1  # compiled before the loop: kept
+
+
+def test_a_candidate_that_does_not_import_reports_where_it_stopped(pool, relu, tmp_path):
+    outcome = run_pass(pool, relu, "import torch\nraise ImportError('nope')\n", tmp_path)
+    assert outcome.kernels == 0 and outcome.copied_files == 0
+    assert outcome.stopped == "importing the candidate: ImportError: nope"
+
+
+def test_copy_cache_copies_whole_entries_within_the_limit_and_nothing_else(tmp_path):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    for name, size in (("AAA", 10), ("BBB", 50), ("CCC", 10)):
+        (src / name).mkdir(parents=True)
+        (src / name / "k.cubin").write_bytes(b"x" * size)
+        (src / name / "k.json").write_bytes(b"{}")
+    (src / "AAA" / "link").symlink_to("/etc/hostname")  # not a regular file: never followed
+    (src / "stray.txt").write_text("not an entry")
+    (dst / "CCC").mkdir(parents=True)  # the candidate child's own: kept as it is
+    assert copy_cache(str(src), str(dst), limit_bytes=40) == 2
+    assert sorted(os.listdir(dst)) == ["AAA", "CCC"]  # BBB is over the limit
+    assert sorted(os.listdir(dst / "AAA")) == ["k.cubin", "k.json"] and os.listdir(dst / "CCC") == []
+    assert copy_cache(str(tmp_path / "missing"), str(dst), limit_bytes=40) == 0
