@@ -91,8 +91,10 @@ def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: s
     in_flight = concurrency(settings, device, gpu)
     # The children's default host-memory limit shares the host among the children that run at once: an
     # evaluation's reference and candidate, and on a GPU, while a reference is timed in several processes, one
-    # more reference child.
-    per_evaluation = 3 if device == "cuda" and EvalSettings().reference_processes > 1 else 2
+    # more reference child, and with KERNELGYM_PRECOMPILE its compiler child.
+    eval_settings = EvalSettings()
+    on_gpu = int(eval_settings.reference_processes > 1) + int(eval_settings.precompile)
+    per_evaluation = 2 + (on_gpu if device == "cuda" else 0)
     os.environ.setdefault("KERNELGYM_CONCURRENT_CHILDREN", str(per_evaluation * in_flight))
     node = name or f"{device_class}{'' if gpu is None else f'-gpu{gpu}'}-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(
