@@ -48,8 +48,13 @@ def test_each_launched_kernel_is_compiled_for_the_gpu_without_one(pool, problems
     assert outcome.copied_files > 0 and len(cubins(tmp_path / "cache")) == 1
 
 
-def test_a_wrapper_that_asserts_cuda_inputs_still_compiles(pool, relu, tmp_path):
-    body = "assert x.is_cuda and x.device.type == 'cuda' and torch.cuda.is_available()\nreturn triton_relu(x)"
+def test_a_wrapper_that_asserts_cuda_inputs_and_synchronises_still_compiles(pool, relu, tmp_path):
+    body = """assert x.is_cuda and x.device.type == 'cuda' and torch.cuda.is_available()
+torch.cuda.synchronize()
+with torch.cuda.device(x.device):
+    y = triton_relu(x)
+torch.cuda.synchronize()
+return y"""
     outcome = run_pass(pool, relu, relu_candidate(body), tmp_path)
     assert outcome.stopped == "" and outcome.kernels == 1
 
