@@ -5,8 +5,11 @@ sm_90 target; its ptxas ships with Triton), on a machine without a GPU."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from helpers import AUTOTUNED, TUNED_BODY, bundled_source, relu_candidate
@@ -100,3 +103,51 @@ def test_copy_cache_copies_whole_entries_within_the_limit_and_nothing_else(tmp_p
     assert sorted(os.listdir(dst)) == ["AAA", "CCC"]  # BBB is over the limit
     assert sorted(os.listdir(dst / "AAA")) == ["k.cubin", "k.json"] and os.listdir(dst / "CCC") == []
     assert copy_cache(str(tmp_path / "missing"), str(dst), limit_bytes=40) == 0
+
+
+PARITY = """
+import os, sys, torch
+sys.path.insert(0, sys.argv[1])
+from services.child.compiler import _Pass
+from services.child.interpreter_shims import install_device_view
+from services.child.runtime import import_source
+from services.devices import DeviceRedirect
+
+counts = _Pass()
+counts.install((9, 0))
+DeviceRedirect("cpu").__enter__()
+install_device_view("cpu", (9, 0))
+reference = import_source("kg_reference", open(sys.argv[2]).read())
+candidate = import_source("kg_candidate", open(sys.argv[3]).read())
+with torch.no_grad():
+    candidate.ModelNew(*reference.get_init_inputs()).to("cuda")(*reference.get_inputs())
+print(len(counts.compiled))
+"""
+
+
+@pytest.mark.parametrize("problem_id", ["level1/4_Softmax_rows", "level2/1_Linear_Bias_ReLU"])
+def test_the_pass_compiles_the_entries_a_launch_on_real_tensors_looks_up(pool, problems, tmp_path, problem_id):
+    # The pass sees meta tensors; a candidate child sees real ones. Triton keys its cache on the arguments'
+    # specialisation (dtypes, 16-byte alignment, integer values), the options and the target: the same kernels
+    # launched on real tensors of the published shapes, for the same GPU, must find every entry and compile nothing.
+    problem = problems.load(problem_id)
+    cache = tmp_path / "cache"
+    outcome = run_pass(pool, problem, bundled_source(problem_id), tmp_path)
+    assert outcome.stopped == "" and outcome.kernels >= 1
+    entries = sorted(os.listdir(cache))
+    (tmp_path / "ref.py").write_text(problem.source)
+    (tmp_path / "cand.py").write_text(bundled_source(problem_id))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(cache), CUDA_VISIBLE_DEVICES="")
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", PARITY, root, str(tmp_path / "ref.py"), str(tmp_path / "cand.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) == outcome.kernels
+    assert sorted(os.listdir(cache)) == entries  # every lookup was a hit: nothing new compiled
