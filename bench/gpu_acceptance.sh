@@ -48,7 +48,7 @@ case $part in
     step hacks_2 280 "$py" bench/hack_corpus.py --device cuda --shard 2/2 --json "$out/hacks_2.json"
     ;;
 4)
-    step test_gpu 220 "$py" -m pytest -q -p no:cacheprovider tests/test_gpu.py
+    step test_gpu 260 "$py" -m pytest -q -p no:cacheprovider tests/test_gpu.py
     step realworld_check 340 "$py" tests/realworld/check.py --device cuda --json "$out/realworld_check.json"
     ;;
 6)
