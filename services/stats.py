@@ -37,6 +37,13 @@ def ci_rel_halfwidth(samples: list[float], resolution_ms: float = 0.0) -> float:
     return ((hi - lo) / 2 + resolution_ms / 2) / med if med > 0 else math.inf
 
 
+def stop_target(median_ms: float, target_rel: float, resolution_ms: float, ticks: float) -> float:
+    """The relative half-width at which sampling a median stops: `target_rel`, or `ticks` ticks of the timer
+    where those are wider. The interval's bounds fall on ticks, so on a median of a few microseconds its
+    half-width moves in steps of a tick (0.79% of 4 µs) and a target under one step is met only by chance."""
+    return max(target_rel, ticks * resolution_ms / median_ms) if median_ms > 0 else target_rel
+
+
 def low_quantile(samples: list[float], q: float = 0.2) -> float:
     """A low quantile: robust to the one-sided spikes (preemption, page faults) that a loaded machine adds,
     while a constant per-call cost still shifts it fully."""

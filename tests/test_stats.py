@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from services.stats import ci_rel_halfwidth, low_quantile, median_ci, pool, summarize
+from services.stats import ci_rel_halfwidth, low_quantile, median_ci, pool, stop_target, summarize
 
 
 def test_median_ci_ranks_for_n_20():
@@ -56,6 +56,29 @@ def test_ci_rel_halfwidth_under_three_samples_is_infinite():
 
 def test_ci_rel_halfwidth_with_zero_median_is_infinite():
     assert ci_rel_halfwidth([0.0, 0.0, 0.0]) == math.inf
+
+
+def test_a_tick_floor_widens_the_stop_target_only_for_microsecond_medians():
+    tick = 3.2e-5  # ms
+    # 4.064 us: 1.6 ticks = 0.0512 us = 1.26% > 1%.
+    assert stop_target(0.004064, 0.01, tick, 1.6) == pytest.approx(0.0512 / 4.064)
+    # 40 us: 1.6 ticks = 0.128% < 1%: the target stands.
+    assert stop_target(0.04, 0.01, tick, 1.6) == 0.01
+    # No floor, or no median to scale it by.
+    assert stop_target(0.004064, 0.01, tick, 0.0) == 0.01
+    assert stop_target(0.0, 0.01, tick, 1.6) == 0.01
+
+
+def test_quantised_samples_two_ticks_apart_meet_a_floor_of_1_6_ticks_not_the_one_percent_target():
+    # 100 samples of a 4 us kernel on a 32 ns timer, 20 on each of five ticks (3.968-4.096 us). The median's CI
+    # ranks are (40, 61): values 4.000 and 4.064, two ticks apart, so the half-width with half a tick added is
+    # (0.064 / 2 + 0.016) / 4.032 = 1.5 ticks = 1.19%: above 1%, within 1.6 ticks (1.27%; 1.5 would sit on the
+    # boundary, where the float32 event times decide).
+    tick = 3.2e-5
+    spread = [0.003968] * 20 + [0.004] * 20 + [0.004032] * 20 + [0.004064] * 20 + [0.004096] * 20
+    width = ci_rel_halfwidth(spread, tick)
+    assert width == pytest.approx(1.5 * tick / 0.004032)
+    assert 0.01 < width <= stop_target(0.004032, 0.01, tick, 1.6)
 
 
 def test_summarize_fields_for_odd_count():

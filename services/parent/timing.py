@@ -3,11 +3,11 @@
 Each call is timed by CUDA events in its child and checked against the parent's own wall clock around the
 request; the per-call time outside the events (and how much longer a device-wide sync waits than the stream
 sync) is kept for the wall-clock defences. Sampling is adaptive: it stops once the 95% CI of every timed
-side's median is within `target_ci_rel`, or at a cap (calls or wall time), and each side reports the width it
-reached. A reference side is timed in several processes (`reference_processes`) and reported as the mean of
-their medians, because one process's median is not the reference's time; a stored reference timing is reused
-unless a few fresh calls put its median outside the range of its per-process medians with 95% confidence, and
-timed again when they do.
+side's median is within `target_ci_rel` (or `target_ci_ticks` ticks of the timer, where wider), or at a cap
+(calls or wall time), and each side reports the width it reached and the target it had. A reference side is
+timed in several processes (`reference_processes`) and reported as the mean of their medians, because one
+process's median is not the reference's time; a stored reference timing is reused unless a few fresh calls put
+its median outside the range of its per-process medians with 95% confidence, and timed again when they do.
 The candidate is timed in its one process; its median estimates the same per-process quantity.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
@@ -19,6 +19,7 @@ microsecond-scale kernel and its median never settles.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -136,7 +137,11 @@ class _Timer:
                     self(side, keep=True)
             n = min(len(self.samples[side]) for side in sides)
             precise = all(
-                stats.ci_rel_halfwidth(self.samples[side], s.timer_resolution_ms) <= s.target_ci_rel for side in sides
+                stats.ci_rel_halfwidth(self.samples[side], s.timer_resolution_ms)
+                <= stats.stop_target(
+                    statistics.median(self.samples[side]), s.target_ci_rel, s.timer_resolution_ms, s.target_ci_ticks
+                )
+                for side in sides
             )
             if (n >= min_calls and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
                 return
@@ -195,8 +200,11 @@ def _pooled(side: str, timers: list[_Timer], s: EvalSettings, target: float | No
     """One side's statistics over the timers (processes) that timed it."""
     timers = [t for t in timers if side in t.samples]
     runtime = stats.pool([t.samples[side] for t in timers], s.timer_resolution_ms, target)
+    if target is not None:
+        target = stats.stop_target(runtime.median_ms, target, s.timer_resolution_ms, s.target_ci_ticks)
     return runtime.model_copy(
         update={
+            "ci95_target_rel": target,
             "launch_shield_cycles": max(t.shield for t in timers),
             "uncovered_calls": sum(t.uncovered[side] for t in timers),
         }
