@@ -10,6 +10,8 @@
 #   bench/gpu_acceptance.sh 3 "$OUT"   # the hack corpus and honest controls, both shards
 #   bench/gpu_acceptance.sh 4 "$OUT"   # core GPU tests, real-world corpus through the checker
 #   bench/gpu_acceptance.sh 5 "$OUT"   # repeatability (small reduction; with KB, RMSNorm), KernelBench throughput
+#   bench/gpu_acceptance.sh 7 "$OUT"   # the small reduction's repeatability and sampling time without and with a
+#                                      # floor of 1.6 timer ticks under adaptive sampling's target
 #   bench/gpu_acceptance.sh 6 "$OUT"   # real-world corpus through the evaluator's tests, demo-learn on the GPU
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
@@ -22,7 +24,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-6}
+part=${1:?part 1-7}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -62,8 +64,12 @@ case $part in
         step throughput_kb 300 "$py" bench/service_throughput.py --kernelbench "$KB" --serial 2 --pipelined 0
     fi
     ;;
+7)
+    step repeat_small 150 "$py" bench/eval_wall.py repeat --device cuda
+    step repeat_small_floor 150 env KERNELGYM_TARGET_CI_TICKS=1.6 "$py" bench/eval_wall.py repeat --device cuda
+    ;;
 *)
-    echo "part must be 1 to 6" >&2
+    echo "part must be 1 to 7" >&2
     exit 2
     ;;
 esac
