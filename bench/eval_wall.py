@@ -149,6 +149,13 @@ def repeat_summary(rows: list[dict]) -> dict:
         "reference_reused": sum(1 for r in passed if "reference" in r["reused"]),
         "cand_ci_rel_median": statistics.median(r["cand_ci_rel"] for r in passed),
         "timing_s_median": statistics.median(r["phases"].get("timing", 0.0) for r in passed),
+        "timing_s_total": round(sum(r["phases"].get("timing", 0.0) for r in passed), 2),
+        # Adaptive sampling's tail: evaluations that timed for over 3 s, with their timed calls and precision.
+        "long_timings": [
+            {"timing_s": r["phases"]["timing"], "trials": r["trials"], "cand_ci_rel": round(r["cand_ci_rel"], 4)}
+            for r in passed
+            if r["phases"].get("timing", 0.0) > 3.0
+        ],
         "wall_s_median": statistics.median(r["wall_s"] for r in rows),
     }
 
