@@ -3,6 +3,7 @@
 - `session`: one evaluation's children, secrets, checks and gathered evidence; `Session.ask` turns every way a
   child can fail into a verdict;
 - `load`: static triage, starting the children, loading the models;
+- `precompile`: the compiler child's pass while the models load, and the copy of what it compiled;
 - `correctness`: correctness trials and hidden sizes;
 - `timing`: the timed calls and their statistics;
 - `profile`: custom-kernel coverage from the profiler;
