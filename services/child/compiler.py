@@ -43,7 +43,8 @@ class _Pass:
 
         interpreter_shims.install_driver(capability)
         # Triton 3.6 compiles a C launcher per kernel signature at the first launch; 3.7 has one generic launcher.
-        per_signature = hasattr(nvidia, "make_launcher")
+        # Like the driver module, a launcher links libcuda: without it there is nothing to build for.
+        per_signature = hasattr(nvidia, "make_launcher") and _has_libcuda()
         compile_only = JITFunction.run
         counts = self
 
@@ -63,12 +64,17 @@ class _Pass:
         where the machine has none, there is nothing to build for)."""
         from triton.backends.nvidia import driver as nvidia
 
-        try:
-            ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            return
-        nvidia.CudaUtils()
-        self.modules += 1
+        if _has_libcuda():
+            nvidia.CudaUtils()
+            self.modules += 1
+
+
+def _has_libcuda() -> bool:
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 def _stopped(what: str, exc: BaseException) -> str:
