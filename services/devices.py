@@ -79,6 +79,11 @@ def enable_cpu_redirect(shims: bool = True) -> None:
         from services.child import interpreter_shims
 
         interpreter_shims.install()
+    stand_in_device_calls()
+    torch.cuda.Event = _WallEvent
+
+
+def stand_in_device_calls() -> None:
+    """Where nothing runs on a GPU (CPU mode, the compiler child): there is nothing to wait for, and one device."""
     torch.cuda.synchronize = lambda device=None: None
     torch.cuda.current_device = lambda: 0
-    torch.cuda.Event = _WallEvent

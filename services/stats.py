@@ -44,6 +44,15 @@ def stop_target(median_ms: float, target_rel: float, resolution_ms: float, ticks
     return max(target_rel, ticks * resolution_ms / median_ms) if median_ms > 0 else target_rel
 
 
+def precise_enough(samples: list[float], resolution_ms: float, target_rel: float, ticks: float) -> bool:
+    """Whether a median's 95% CI is within the stop target (`stop_target`); the median is looked up only where
+    a floor in ticks could widen the target."""
+    width = ci_rel_halfwidth(samples, resolution_ms)
+    if width <= target_rel:
+        return True
+    return ticks > 0 and width <= stop_target(statistics.median(samples), target_rel, resolution_ms, ticks)
+
+
 def low_quantile(samples: list[float], q: float = 0.2) -> float:
     """A low quantile: robust to the one-sided spikes (preemption, page faults) that a loaded machine adds,
     while a constant per-call cost still shifts it fully."""

@@ -113,7 +113,7 @@ from services.child.interpreter_shims import install_device_view
 from services.child.runtime import import_source
 from services.devices import DeviceRedirect
 
-counts = _Pass()
+counts = _Pass(libcuda=False)
 counts.install((9, 0))
 DeviceRedirect("cpu").__enter__()
 install_device_view("cpu", (9, 0))

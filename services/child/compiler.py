@@ -25,7 +25,7 @@ import torch
 
 from services.child import guards, interpreter_shims
 from services.child.runtime import import_source
-from services.devices import DeviceRedirect
+from services.devices import DeviceRedirect, stand_in_device_calls
 from services.protocol import channel
 from services.protocol.messages import Job, Precompile, Precompiled, parse_command, reply_header
 
@@ -33,7 +33,8 @@ from services.protocol.messages import Job, Precompile, Precompiled, parse_comma
 class _Pass:
     """Counts what the pass compiled; `install` turns every launch into a compilation for `capability`."""
 
-    def __init__(self) -> None:
+    def __init__(self, libcuda: bool) -> None:
+        self.libcuda = libcuda  # Triton's C modules link it: without it there is nothing to build them for
         self.compiled: set[str] = set()  # the hashes of the kernels compiled (a kernel launched again is one)
         self.modules = 0
 
@@ -43,8 +44,7 @@ class _Pass:
 
         interpreter_shims.install_driver(capability)
         # Triton 3.6 compiles a C launcher per kernel signature at the first launch; 3.7 has one generic launcher.
-        # Like the driver module, a launcher links libcuda: without it there is nothing to build for.
-        per_signature = hasattr(nvidia, "make_launcher") and _has_libcuda()
+        per_signature = hasattr(nvidia, "make_launcher") and self.libcuda
         compile_only = JITFunction.run
         counts = self
 
@@ -60,11 +60,10 @@ class _Pass:
         JITFunction.run = run
 
     def build_driver_module(self) -> None:
-        """Triton's own C module for the driver, which a child builds when it first launches (it links libcuda:
-        where the machine has none, there is nothing to build for)."""
+        """Triton's own C module for the driver, which a child builds when it first launches."""
         from triton.backends.nvidia import driver as nvidia
 
-        if _has_libcuda():
+        if self.libcuda:
             nvidia.CudaUtils()
             self.modules += 1
 
@@ -84,15 +83,14 @@ def _stopped(what: str, exc: BaseException) -> str:
 def precompile(job: Job, command: Precompile) -> Precompiled:
     """Compile what one forward() on meta inputs launches; where it stopped early, and why."""
     capability = (int(command.capability[0]), int(command.capability[1]))
-    counts = _Pass()
+    counts = _Pass(libcuda=_has_libcuda())
     what = "building Triton's driver module"
     try:
         counts.build_driver_module()  # before any user code, which could otherwise have its say in it
         counts.install(capability)
         DeviceRedirect("meta").__enter__()
         interpreter_shims.install_device_view("meta", capability)
-        torch.cuda.synchronize = lambda device=None: None  # nothing runs here to wait for
-        torch.cuda.current_device = lambda: 0
+        stand_in_device_calls()
         guards.AuditGuard(os.getcwd()).install()
         what = "importing the reference"
         reference = import_source("kg_reference", job.reference_source)

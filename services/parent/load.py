@@ -75,21 +75,25 @@ def start_reference(session: Session, child: Child, problem: Problem) -> None:
     session.ask(child, Load(), Loaded, time.monotonic() + session.settings.load_timeout_s, "loading the reference")
 
 
-def _start_job(
-    session: Session, child: Child, role: str, reference: str, candidate: str | None, deadline: float
-) -> None:
-    session.stop_if_cancelled()
-    s = session.settings
-    job = Job(
+def make_job(session: Session, role: str, reference: str, candidate: str | None) -> Job:
+    """The job of one of the session's children (a reference, candidate or compiler child)."""
+    return Job(
         nonce=session.nonce,
         role=role,
         device=session.device,
         reference_source=reference,
         candidate_source=candidate,
         init_seed=session.seed("init", 0),
-        l2_flush_factor=s.l2_flush_factor,
+        l2_flush_factor=session.settings.l2_flush_factor,
         defences=session.defended,
     )
+
+
+def _start_job(
+    session: Session, child: Child, role: str, reference: str, candidate: str | None, deadline: float
+) -> None:
+    session.stop_if_cancelled()
+    job = make_job(session, role, reference, candidate)
     try:
         child.start_job(command_header(job), deadline)
     except (ChildDied, ChildTimedOut, ProtocolError) as exc:

@@ -15,10 +15,11 @@ import time
 from dataclasses import dataclass, field
 
 from services.errors import ChildDied, ChildTimedOut, ProtocolError
+from services.parent.load import make_job
 from services.parent.session import Session
 from services.problems import Problem
-from services.protocol.messages import Failure, Job, Precompile, Precompiled, command_header, decode_reply
-from services.sandbox import TRITON_CACHE, Child, ChildPool
+from services.protocol.messages import Failure, Precompile, Precompiled, command_header, decode_reply
+from services.sandbox import TRITON_CACHE, ChildPool
 
 
 @dataclass
@@ -31,9 +32,8 @@ class PrecompileOutcome:
 
 @dataclass
 class Pending:
-    """A pass in flight: its child (the session's `compiler`, so a cancel kills it) and when to stop waiting."""
+    """A pass in flight in the session's `compiler` child (so a cancel kills it): when to stop waiting for it."""
 
-    child: Child
     deadline: float = 0.0  # 0: nothing to collect
     outcome: PrecompileOutcome = field(default_factory=PrecompileOutcome)
 
@@ -45,17 +45,8 @@ def begin_precompile(
     s = session.settings
     session.stop_if_cancelled()
     session.compiler = child = pool.acquire("compiler")
-    pending = Pending(child)
-    job = Job(
-        nonce=session.nonce,
-        role="compiler",
-        device=session.device,
-        reference_source=problem.source,
-        candidate_source=candidate,
-        init_seed=session.seed("init", 0),
-        l2_flush_factor=s.l2_flush_factor,
-        defences=session.defended,
-    )
+    pending = Pending()
+    job = make_job(session, "compiler", problem.source, candidate)
     try:
         child.start_job(command_header(job), time.monotonic() + s.child_start_timeout_s)
         child.post(command_header(Precompile(capability=capability)))
@@ -68,7 +59,8 @@ def begin_precompile(
 def finish_precompile(session: Session, pending: Pending, cache: str) -> PrecompileOutcome:
     """Wait for the pass (within `precompile_timeout_s` of its start), then copy what it compiled into the Triton
     cache directory `cache` (the candidate child's)."""
-    outcome, child = pending.outcome, pending.child
+    outcome, child = pending.outcome, session.compiler
+    assert child is not None  # set by begin_precompile, cleared only here
     try:
         if pending.deadline:
             header, _ = child.reply(pending.deadline)

@@ -19,7 +19,6 @@ microsecond-scale kernel and its median never settles.
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -137,10 +136,7 @@ class _Timer:
                     self(side, keep=True)
             n = min(len(self.samples[side]) for side in sides)
             precise = all(
-                stats.ci_rel_halfwidth(self.samples[side], s.timer_resolution_ms)
-                <= stats.stop_target(
-                    statistics.median(self.samples[side]), s.target_ci_rel, s.timer_resolution_ms, s.target_ci_ticks
-                )
+                stats.precise_enough(self.samples[side], s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
                 for side in sides
             )
             if (n >= min_calls and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
