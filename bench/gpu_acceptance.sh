@@ -43,7 +43,7 @@ case $part in
     step throughput 570 "$py" bench/service_throughput.py --serial 1 --pipelined 3 --precompile 0,1 --logs "$out/throughput-logs"
     ;;
 2)
-    step soak 575 "$py" bench/soak.py --evaluations 500 --device-class h100 --max-minutes 8 --out "$out/soak.jsonl"
+    step soak 575 "$py" bench/soak.py --evaluations 500 --device-class h100 --gpus "${GPUS:-0}" --max-minutes 8 --out "$out/soak.jsonl"
     ;;
 3)
     step hacks_1 280 "$py" bench/hack_corpus.py --device cuda --shard 1/2 --json "$out/hacks_1.json"

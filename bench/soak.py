@@ -7,8 +7,8 @@
 The workload is honest kernels only: every bundled problem's example kernel and every honest control of
 tests/corpus that lists the soak's device, taken in turn until `--evaluations`. A comment makes each submission
 new, so the service's result cache never answers and every evaluation runs in its own fresh reference and
-candidate children. The path is the service's: HTTP gateway, Redis, Celery worker (`--workers` per GPU, each with
-its default evaluations in flight, whose timing and profiling take turns in the GPU's timing slot), the evaluation
+candidate children. The path is the service's: HTTP gateway, Redis, Celery worker (one per GPU, with its
+default evaluations in flight, whose timing and profiling take turns in the GPU's timing slot), the evaluation
 core, with stored reference timings on as deployed. The options are the defaults except a shorter timing budget
 (`--timing-budget-s`) and fewer correctness trials (`--trials`), so that 500 evaluations fit in minutes; every
 defence, the profile and the output-dependence check still run.
@@ -69,7 +69,6 @@ def main() -> None:
     parser.add_argument("--evaluations", type=int, default=500)
     parser.add_argument("--device-class", default="h100", help="`cpu` runs the same path with the interpreter")
     parser.add_argument("--gpus", default="0", help="comma-separated GPU indices (ignored for the `cpu` class)")
-    parser.add_argument("--workers", type=int, default=1, help="workers per GPU (one for the `cpu` class)")
     parser.add_argument(
         "--timing-budget-s", type=float, default=0.5, help="cap on the adaptive timing loop (service default 10 s)"
     )
@@ -87,7 +86,7 @@ def main() -> None:
     kernels = honest_kernels("cpu" if cpu else "cuda")
     jobs = [kernels[i % len(kernels)] for i in range(args.evaluations)]
     options = {"timing_budget_s": args.timing_budget_s, "correctness_trials": args.trials}
-    gpus = [None] if cpu else [int(g) for g in args.gpus.split(",")] * args.workers
+    gpus = [None] if cpu else [int(g) for g in args.gpus.split(",")]
     env = {"KERNELGYM_BATCH_MAX": str(max(256, len(jobs)))}
     verdicts: Counter[str] = Counter()
     per_kernel: dict[str, Counter[str]] = {}
