@@ -6,7 +6,8 @@
 #
 #   bench/gpu_acceptance.sh 1 "$OUT"   # service throughput, bundled problems: serial, pipelined without and with
 #                                      # the compiler child (KERNELGYM_PRECOMPILE), in one run
-#   bench/gpu_acceptance.sh 2 "$OUT"   # the 500-evaluation soak through the service
+#   bench/gpu_acceptance.sh 2 "$OUT"   # the 500-evaluation soak through the service, one worker per GPU of
+#                                      # GPUS (comma-separated indices, default 0)
 #   bench/gpu_acceptance.sh 3 "$OUT"   # the hack corpus and honest controls, both shards
 #   bench/gpu_acceptance.sh 4 "$OUT"   # core GPU tests, real-world corpus through the checker
 #   bench/gpu_acceptance.sh 5 "$OUT"   # repeatability (small reduction; with KB, RMSNorm), KernelBench throughput
