@@ -3,11 +3,13 @@ pool process each); their timing stages take turns in the device's timing slot (
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from gym_common.settings import ServiceSettings
@@ -66,6 +68,32 @@ def concurrency(settings: ServiceSettings, device: str, gpu: int | None) -> int:
     return n
 
 
+def claim_device(lock_dir: str, device_id: str, wait_s: float = 30.0) -> int:
+    """One worker per GPU: hold `<device_id>.worker` in the shared lock directory for this worker's life (the
+    returned descriptor, left open). A worker sizes its evaluations in flight, and their warm
+    children, for a GPU of its own: on an H100 host, two workers per GPU ran every child past its 120 s start
+    limit and failed every evaluation. Waits up to `wait_s` for a worker that is still exiting."""
+    os.makedirs(lock_dir, exist_ok=True)
+    fd = os.open(os.path.join(lock_dir, f"{device_id}.worker"), os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                os.close(fd)
+                raise SystemExit(
+                    f"another worker (pid {holder}) already serves {device_id}: run one worker per GPU; it keeps "
+                    "several evaluations in flight (KERNELGYM_WORKER_CONCURRENCY)"
+                ) from None
+            time.sleep(0.5)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
 def worker_device(settings: ServiceSettings) -> str:
     """Where this worker evaluates: `cuda` unless told otherwise or serving the `cpu` class."""
     return settings.worker_device or ("cpu" if settings.device_class == "cpu" else "cuda")
@@ -86,6 +114,9 @@ def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: s
     if not os.environ.get("KERNELGYM_WORKER_DEVICE_ID"):
         os.environ["KERNELGYM_WORKER_DEVICE_ID"] = device_id(device)
     from gym_worker.tasks import app, settings
+
+    if device == "cuda":  # CPU workers share the host's cores as the OS schedules them
+        claim_device(settings.gpu_lock_dir, os.environ["KERNELGYM_WORKER_DEVICE_ID"])
     from services.settings import EvalSettings
 
     in_flight = concurrency(settings, device, gpu)

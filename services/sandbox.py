@@ -10,6 +10,7 @@ a child that received a job is never given another one.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
@@ -28,6 +29,7 @@ from typing import Any
 
 from services.errors import ChildDied, ChildTimedOut
 from services.protocol import channel
+from services.protocol.messages import read_start_stage
 from services.schema import PROTOCOL_VERSION
 from services.settings import EvalSettings
 
@@ -120,6 +122,46 @@ def child_limits(device: str, settings: EvalSettings) -> tuple[int, int]:
     return mem_mb, int(min(settings.max_file_mb, _hard_limit_mb(resource.RLIMIT_FSIZE)))
 
 
+def copy_cache(src: str, dst: str, limit_bytes: int) -> int:
+    """Copy the entries of Triton cache `src` (a directory of files per compilation) that `dst` lacks, regular
+    files only, up to `limit_bytes` in all; each entry appears whole (renamed into place). Files copied."""
+    copied = total = 0
+    try:
+        entries = [e for e in os.scandir(src) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return 0
+    os.makedirs(dst, exist_ok=True)
+    for entry in entries:
+        target = os.path.join(dst, entry.name)
+        if entry.name.startswith(".") or os.path.lexists(target):
+            continue
+        files = [f for f in os.scandir(entry.path) if f.is_file(follow_symlinks=False)]
+        size = sum(f.stat(follow_symlinks=False).st_size for f in files)
+        if total + size > limit_bytes:
+            continue
+        staging = os.path.join(dst, f".{entry.name}.part")
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        for f in files:
+            shutil.copyfile(f.path, os.path.join(staging, f.name), follow_symlinks=False)
+        os.rename(staging, target)
+        total += size
+        copied += len(files)
+    return copied
+
+
+def _available_memory() -> str:
+    """The host's MemAvailable (what can be allocated without swapping), as text for an error."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return f"{int(line.split()[1]) >> 10} MB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return "unknown"
+
+
 class Child:
     """One untrusted child process and the parent's end of its private channel."""
 
@@ -135,6 +177,8 @@ class Child:
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
         # The child's stdout/stderr go to files in its directory: informational only, never parsed.
+        if device in ("cuda", "compiler"):
+            _SEED.plant(os.path.join(self.tmpdir, TRITON_CACHE))
         with (
             open(os.path.join(self.tmpdir, ".stdout"), "wb") as out,
             open(os.path.join(self.tmpdir, ".stderr"), "wb") as err,
@@ -143,6 +187,7 @@ class Child:
         os.close(to_child_r)
         os.close(from_child_w)
         self._ready = False
+        self.started = time.monotonic()
         _SUPERVISOR.watch(self)
 
     def _spawn(self, device: str, to_child_r: int, from_child_w: int, out: Any, err: Any) -> subprocess.Popen:
@@ -171,13 +216,27 @@ class Child:
     def wait_ready(self, deadline: float) -> None:
         if self._ready:
             return
-        header, _ = self._recv(deadline, expect_nonce=False)
+        try:
+            header, _ = self._recv(deadline, expect_nonce=False)
+        except ChildTimedOut:
+            raise ChildTimedOut(self._late_start()) from None
         if header.get("msg") != "ready" or header.get("pid") != self.proc.pid:
             raise channel.ProtocolError(f"unexpected first message {header!r:.200}")
         if header.get("protocol") != PROTOCOL_VERSION:  # a child from another install: never mix the two
             raise channel.ProtocolError(f"the child speaks {header.get('protocol')!r:.60}, not {PROTOCOL_VERSION}")
         self.network = str(header.get("network", "unknown"))
         self._ready = True
+        if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it
+            _SEED.take(os.path.join(self.tmpdir, TRITON_CACHE))
+
+    def _late_start(self) -> str:
+        """Why a start ran late, as far as the parent can tell: the child's last step and the host's load."""
+        step = read_start_stage(self.tmpdir) or "before its first step"
+        load = os.getloadavg()[0]
+        return (
+            f"not ready {time.monotonic() - self.started:.0f} s after it was started, at: {step}; host load "
+            f"average {load:.1f} over {os.cpu_count()} CPUs, {_available_memory()} of memory available"
+        )
 
     def start_job(self, job: dict[str, Any], deadline: float) -> None:
         self.wait_ready(deadline)
@@ -354,6 +413,48 @@ class _Supervisor:
 
 _SUPERVISOR = _Supervisor()
 os.register_at_fork(after_in_child=_SUPERVISOR._reset)
+
+
+class _DriverSeed:
+    """Triton's driver module (a C extension that a process builds into its Triton cache with the C compiler on
+    first use: a second or more of CPU), built once by a GPU child's warm-up and planted in the private cache of
+    each later GPU or compiler child before it starts. It is taken only from a child that has said it is ready
+    and has had no job: no user code has run in it. Per process; a forked process starts without one."""
+
+    LIMIT_BYTES = 64 << 20
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.path: str | None = None
+
+    def take(self, cache: str) -> None:
+        with self._lock:
+            if self.path is not None:
+                return
+            path = tempfile.mkdtemp(prefix="kernelgym-seed-")
+            if copy_cache(cache, path, self.LIMIT_BYTES):
+                self.path = path
+                atexit.register(_remove_in, os.getpid(), path)
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+
+    def plant(self, cache: str) -> None:
+        if self.path is not None:
+            copy_cache(self.path, cache, self.LIMIT_BYTES)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self.path = None
+
+
+def _remove_in(pid: int, path: str) -> None:
+    """Remove `path` at exit of process `pid` only: a process forked from it inherits the exit hook, not the seed."""
+    if os.getpid() == pid:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+_SEED = _DriverSeed()
+os.register_at_fork(after_in_child=_SEED._reset)
 
 
 class ChildPool:

@@ -243,3 +243,27 @@ raise ValueError(f"devices={reached}")"""
     finally:
         pool.close()
     assert outcome.stopped == "forward(): ValueError: devices=0", outcome.stopped
+
+
+def test_gpu_children_are_ready_with_tritons_per_process_work_done_and_its_driver_module_built_once():
+    # #13: a first call held the device for Triton's own start-up (hashing libtriton.so for the cache key, building
+    # its driver module with the C compiler); children now do it while they wait, and build the module once.
+    import os
+
+    from services import sandbox
+    from services.settings import EvalSettings
+
+    first = sandbox.Child("cuda", EvalSettings())
+    try:
+        first.wait_ready(time.monotonic() + 120)
+        assert sandbox._SEED.path is not None
+        seeded = set(os.listdir(sandbox._SEED.path))
+        assert seeded and seeded <= set(os.listdir(os.path.join(first.tmpdir, sandbox.TRITON_CACHE)))
+        later = sandbox.Child("cuda", EvalSettings())
+        try:  # planted before it starts, so its warm-up finds the module instead of compiling it
+            assert seeded <= set(os.listdir(os.path.join(later.tmpdir, sandbox.TRITON_CACHE)))
+            later.wait_ready(time.monotonic() + 120)
+        finally:
+            later.close()
+    finally:
+        first.close()

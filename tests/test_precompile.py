@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from helpers import AUTOTUNED, TUNED_BODY, bundled_source, relu_candidate
 
-from services.parent.precompile import PrecompileOutcome, begin_precompile, copy_cache, finish_precompile
+from services.parent.precompile import PrecompileOutcome, begin_precompile, finish_precompile
 from services.parent.session import Session
 from services.problems import Problem
-from services.sandbox import ChildPool
+from services.sandbox import ChildPool, copy_cache
 from services.schema import EvalOptions
 from services.settings import EvalSettings
 

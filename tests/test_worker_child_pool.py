@@ -11,6 +11,7 @@ import pytest
 from helpers import bundled_source
 
 from services import sandbox
+from services.errors import ChildTimedOut
 from services.evaluator import Evaluator
 from services.protocol.channel import ProtocolError
 from services.sandbox import Child, ChildPool
@@ -108,6 +109,17 @@ def test_a_child_that_speaks_another_protocol_version_is_refused(monkeypatch):
         child.close()
 
 
+def test_a_child_not_ready_in_time_is_reported_with_its_last_step_and_the_hosts_load():
+    # On a 2-GPU H100 host with four 8-process workers, every child ran past its 120 s start limit and the
+    # error said nothing more: the step it was on and the host's load are what tell why.
+    child = Child("cpu", EvalSettings())
+    try:
+        with pytest.raises(ChildTimedOut, match=r"not ready \d+ s after it was started, at: \w.* host load average"):
+            child.wait_ready(time.monotonic() + 0.3)
+    finally:
+        child.close()
+
+
 def test_closing_a_child_returns_at_once_and_one_thread_reaps_it_and_watches_every_child():
     """A killed CUDA child takes about a second to die: the evaluation does not wait for it. One supervisor
     thread per process watches every child's limits and removes a closed child's directory once it is gone."""
@@ -129,3 +141,23 @@ def test_closing_a_child_returns_at_once_and_one_thread_reaps_it_and_watches_eve
     finally:
         for child in children:
             child.close()
+
+
+def test_tritons_driver_module_is_taken_once_from_a_fresh_child_and_planted_in_later_ones(tmp_path):
+    seed = sandbox._DriverSeed()
+    seed.take(str(tmp_path / "empty"))  # a child with nothing built gives no seed
+    assert seed.path is None
+    for name, content in (("first", b"built by the first child"), ("second", b"another child's")):
+        (tmp_path / name / "key").mkdir(parents=True)
+        (tmp_path / name / "key" / "cuda_utils.so").write_bytes(content)
+        seed.take(str(tmp_path / name))
+    seed.plant(str(tmp_path / "new"))
+    assert (tmp_path / "new" / "key" / "cuda_utils.so").read_bytes() == b"built by the first child"
+
+
+def test_the_seed_is_removed_at_exit_only_by_the_process_that_took_it(tmp_path):
+    # A worker's pool processes are forked after the seed may have been taken: they inherit the exit hook.
+    sandbox._remove_in(os.getpid() + 1, str(tmp_path))
+    assert tmp_path.exists()
+    sandbox._remove_in(os.getpid(), str(tmp_path))
+    assert not tmp_path.exists()

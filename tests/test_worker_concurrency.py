@@ -8,7 +8,7 @@ import os
 import pytest
 
 from gym_common.settings import ServiceSettings
-from gym_worker.run import CORES_PER_EVALUATION, concurrency, gpu_memory_mb
+from gym_worker.run import CORES_PER_EVALUATION, claim_device, concurrency, gpu_memory_mb
 
 
 @pytest.fixture
@@ -43,3 +43,14 @@ def test_the_default_is_bounded_by_the_gpu_memory(nvidia_smi, monkeypatch):
     assert concurrency(settings, "cuda", 0) <= 2
     nvidia_smi(4096)  # less than one evaluation's share: still one
     assert concurrency(ServiceSettings(), "cuda", 0) == 1
+
+
+def test_a_second_worker_for_one_gpu_is_refused_with_the_first_ones_pid(tmp_path):
+    first = claim_device(str(tmp_path), "gpu-A", wait_s=0)
+    try:
+        with pytest.raises(SystemExit, match=rf"another worker \(pid {os.getpid()}\) already serves gpu-A"):
+            claim_device(str(tmp_path), "gpu-A", wait_s=0)
+        os.close(claim_device(str(tmp_path), "gpu-B", wait_s=0))  # another GPU of the host
+    finally:
+        os.close(first)
+    os.close(claim_device(str(tmp_path), "gpu-A", wait_s=0))  # free again once the first worker is gone

@@ -67,6 +67,26 @@ def _limit_resources(mem_mb: int, file_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _warm_triton(device: str) -> None:
+    """Triton's once-per-process work, done while the child waits rather than in the candidate's first call,
+    which holds the device: the hash of Triton's own build that every compilation's cache key includes (a
+    SHA-256 of the 400+ MB libtriton.so, about 0.4 s of CPU), and in a GPU child the driver's C module (built
+    with the C compiler into this child's private cache) and the ptxas version. Trusted code: no user code has
+    run yet, and what is cached here serves this process only. Where it fails (a Triton whose internals moved),
+    the first call does this work as before: it saves time and decides nothing."""
+    try:
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+        if device == "cuda":
+            from triton.compiler.compiler import make_backend
+            from triton.runtime import driver
+
+            make_backend(driver.active.get_current_target()).hash()
+    except Exception as exc:  # informational only, on the child's stderr
+        print(f"kernelgym child: Triton's warm-up skipped: {exc!r}", file=sys.stderr)
+
+
 def main() -> None:
     in_fd, out_fd, device, mem_mb, file_mb = (
         int(sys.argv[1]),
@@ -75,6 +95,13 @@ def main() -> None:
         int(sys.argv[4]),
         int(sys.argv[5]),
     )
+    from services.protocol.messages import START_STAGE
+
+    def stage(step: str) -> None:  # for the parent's error if this start runs past its limit
+        with open(START_STAGE, "w") as f:
+            f.write(step)
+
+    stage("isolating the network")
     network = _isolate_network()
     if device == "compiler" and _hide_devices():
         raise RuntimeError("a compiler child must see no GPU")
@@ -83,6 +110,7 @@ def main() -> None:
     os.set_inheritable(in_fd, False)
     os.set_inheritable(out_fd, False)
 
+    stage("importing torch")
     import torch
 
     # Imported while the child waits rather than on first use: torch._dynamo takes seconds to import and
@@ -102,8 +130,13 @@ def main() -> None:
     if device == "cuda":
         # Outside the device's slot: a measurement waits for every request in flight, and a context's creation
         # under load takes seconds, which kept the whole device idle behind it.
+        stage("creating the CUDA context")
         torch.cuda.init()
         torch.empty(1, device="cuda")
+    if device in ("cuda", "compiler"):
+        stage("warming Triton")
+        _warm_triton(device)
+    stage("ready")
     from services.child.runtime import Runtime
 
     channel.send(out_fd, reply_header(Ready(pid=os.getpid(), network=network)))

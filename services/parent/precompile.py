@@ -10,7 +10,6 @@ it, the candidate child compiling what is missing; the outcome is reported, neve
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass, field
 
@@ -19,7 +18,7 @@ from services.parent.load import make_job
 from services.parent.session import Session
 from services.problems import Problem
 from services.protocol.messages import Failure, Precompile, Precompiled, command_header, decode_reply
-from services.sandbox import TRITON_CACHE, ChildPool
+from services.sandbox import TRITON_CACHE, ChildPool, copy_cache
 
 
 @dataclass
@@ -82,31 +81,3 @@ def finish_precompile(session: Session, pending: Pending, cache: str) -> Precomp
     child.close()
     session.compiler = None
     return outcome
-
-
-def copy_cache(src: str, dst: str, limit_bytes: int) -> int:
-    """Copy the entries of Triton cache `src` (a directory of files per compilation) that `dst` lacks, regular
-    files only, up to `limit_bytes` in all; each entry appears whole (renamed into place). Files copied."""
-    copied = total = 0
-    try:
-        entries = [e for e in os.scandir(src) if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return 0
-    os.makedirs(dst, exist_ok=True)
-    for entry in entries:
-        target = os.path.join(dst, entry.name)
-        if entry.name.startswith(".") or os.path.lexists(target):
-            continue
-        files = [f for f in os.scandir(entry.path) if f.is_file(follow_symlinks=False)]
-        size = sum(f.stat(follow_symlinks=False).st_size for f in files)
-        if total + size > limit_bytes:
-            continue
-        staging = os.path.join(dst, f".{entry.name}.part")
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        for f in files:
-            shutil.copyfile(f.path, os.path.join(staging, f.name), follow_symlinks=False)
-        os.rename(staging, target)
-        total += size
-        copied += len(files)
-    return copied

@@ -34,6 +34,7 @@ Kept = Literal["output", "output2", "inputs"]
 Structure = dict[str, Any]  # services.protocol.tensors.describe's JSON description of a value
 Launches = dict[str, int]  # the candidate's own kernels launched by one forward call, by name
 COMPILE_CLOCK = ".kg_compile_clock"
+START_STAGE = ".kg_start_stage"  # what a starting child is doing: named when it is not ready in time
 _CLOCK_BYTES = 64
 
 
@@ -264,6 +265,16 @@ def read_compile_clock(directory: str) -> tuple[float, float | None]:
         return max(0.0, float(total)), None if started is None else float(started)
     except (OSError, ValueError, TypeError):
         return 0.0, None
+
+
+def read_start_stage(directory: str) -> str:
+    """The step a starting child last wrote to START_STAGE, for the error when it is not ready in time ("" if
+    unreadable). Informational only: nothing is decided on it."""
+    try:
+        with open(os.path.join(directory, START_STAGE), "rb") as f:
+            return f.read(80).decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 R = TypeVar("R")
