@@ -89,8 +89,8 @@ class ServiceSettings(BaseSettings):
     )
     gpu_lock_dir: str = Field(
         "/tmp/kernelgym-gpu",
-        description="Directory of each device's timing-slot lock and quarantine marker: every worker that uses "
-        "a GPU must see the same directory.",
+        description="Directory of each device's timing-slot lock, quarantine marker and worker lock (one worker "
+        "per GPU): every worker that uses a GPU must see the same directory.",
     )
     worker_device_id: str | None = Field(
         None,

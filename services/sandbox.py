@@ -242,7 +242,10 @@ class Child:
         self.wait_ready(deadline)
         _SUPERVISOR.drain()  # the children this process closed have freed their GPU memory
         self.nonce = job["nonce"]
-        channel.send(self._to_child, {"cmd": "job", **job})
+        try:
+            channel.send(self._to_child, {"cmd": "job", **job})
+        except OSError as exc:  # it died after saying it was ready: the machine's fault, not the request's
+            raise self._died() from exc
 
     def request(
         self, header: dict[str, Any], deadline: float, payloads: list[bytes] | None = None

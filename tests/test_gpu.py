@@ -199,24 +199,23 @@ def test_compilation_measured_by_the_hooks_extends_a_short_call_limit(relu):
     assert result.verdict is Verdict.TIMEOUT and "time limit of" in result.feedback
 
 
-def test_kernels_compiled_by_the_compiler_child_spare_the_first_call_its_compile(relu):
-    # #13: with `precompile`, the candidate's kernel is compiled while the models load, in a child that sees no
-    # GPU; the candidate child's first call (which holds the device) then finds it in its cache.
+def test_the_compiler_child_compiles_the_candidates_kernels_and_changes_no_verdict(relu):
+    # #13: with `precompile`, the candidate's kernels are compiled while the models load, in a child that sees no
+    # GPU, and copied into the candidate child's cache. No speed is claimed here: since children do Triton's
+    # per-process work before they are ready, the ReLU's first-call compile was 0.055 s without it and 0.066 s
+    # with it on an H100 (2026-11-25, c1aef10); what it saves on large autotuned kernels is not yet measured.
     from services.evaluator import Evaluator
     from services.settings import EvalSettings
 
-    settings = EvalSettings(correctness_trials=2, warm_children=1)
+    settings = EvalSettings(correctness_trials=2, warm_children=1, precompile=True)
     with Evaluator(settings) as ev:
-        cold = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
-    with Evaluator(settings.model_copy(update={"precompile": True})) as ev:
-        warm = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+        plain = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
         outcome = ev.last_precompile
         tuned = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
         tuned_outcome = ev.last_precompile
-    assert cold.verdict is warm.verdict is tuned.verdict is Verdict.PASSED, (warm.feedback, tuned.feedback)
+    assert plain.verdict is tuned.verdict is Verdict.PASSED, (plain.feedback, tuned.feedback)
     assert outcome.kernels == 1 and outcome.stopped == "" and outcome.copied_files > 0
-    assert warm.phases["compile"] < 0.3 * cold.phases["compile"], (warm.phases, cold.phases)
-    assert tuned_outcome.kernels == 12 and tuned_outcome.stopped == ""
+    assert tuned_outcome.kernels == 12 and tuned_outcome.stopped == "" and tuned_outcome.copied_files > 0
 
 
 def test_the_compiler_child_cannot_reach_the_gpu(relu, tmp_path):

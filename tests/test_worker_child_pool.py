@@ -11,7 +11,7 @@ import pytest
 from helpers import bundled_source
 
 from services import sandbox
-from services.errors import ChildTimedOut
+from services.errors import ChildDied, ChildTimedOut
 from services.evaluator import Evaluator
 from services.protocol.channel import ProtocolError
 from services.sandbox import Child, ChildPool
@@ -116,6 +116,20 @@ def test_a_child_not_ready_in_time_is_reported_with_its_last_step_and_the_hosts_
     try:
         with pytest.raises(ChildTimedOut, match=r"not ready \d+ s after it was started, at: \w.* host load average"):
             child.wait_ready(time.monotonic() + 0.3)
+    finally:
+        child.close()
+
+
+def test_a_ready_child_that_dies_before_its_job_is_a_dead_child_not_a_crash_of_the_worker():
+    # On a GPU host, children killed under an evaluation about to give them their job raised BrokenPipeError out
+    # of the evaluator; a dead child is the machine's fault, which the evaluation reports as such.
+    child = Child("cpu", EvalSettings())
+    try:
+        child.wait_ready(time.monotonic() + 120)
+        child.kill()
+        child.proc.wait(timeout=30)
+        with pytest.raises(ChildDied, match="killed by SIGKILL"):
+            child.start_job({"nonce": "n"}, time.monotonic() + 5)
     finally:
         child.close()
 
