@@ -53,7 +53,10 @@ from kernelgym.stack import LocalStack  # noqa: E402
 from services.problems import ProblemSet, bundled_kernel, bundled_problems  # noqa: E402
 
 KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
-PHASES = ("start", "load", "precompile", "compile", "correctness", "timing", "profile", "total")
+PHASES = (
+    *("start", "load", "precompile", "compile", "first_call", "correctness", "timing", "profile", "total"),
+    *("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"),  # the hold, by part
+)
 
 
 def workload(kernelbench: Path | None) -> list[dict]:

@@ -141,6 +141,7 @@ def _run(
         if opt.timing:
             with _phase(phases, "timing"):
                 timing(session, _timing_plan(session, pool, problem, stored), timed)
+            phases.update({f"timing_{part}": held for part, held in timed.held_s.items()})
             texts.append(timed.text)
         cand, ref = timed.runtimes.get("candidate"), timed.runtimes.get("reference")
         if session.defended and gpu and opt.profile:
@@ -161,6 +162,7 @@ def _run(
         network = session.close()
         if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
             phases["compile"] = session.compile_total_s
+            phases["first_call"] = checked.first_call_s
             if "correctness" in phases:
                 phases["correctness"] -= min(session.compile_total_s, phases["correctness"])
         phases["total"] = time.monotonic() - t0

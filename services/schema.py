@@ -203,7 +203,13 @@ class EvalResult(BaseModel):
         "after fresh calls in this evaluation agreed with them.",
     )
     feedback: str = ""
-    phases: dict[str, float] = Field(default_factory=dict, description="Seconds spent per phase.")
+    phases: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds spent per phase. Some parts overlap others: `timing_warm_up`, `timing_revalidation`, "
+        "`timing_sampling` and `timing_checks` split the evaluation's own hold of the device within `timing`; "
+        "`first_call` is the candidate's first request (its compilation included), within `compile` plus "
+        "`correctness`.",
+    )
     environment: Environment
 
     def failed_checks(self) -> list[Check]:

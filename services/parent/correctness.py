@@ -28,6 +28,9 @@ class CorrectnessOutcome:
     """Filled in as the stage goes, so that a result ended early still reports how far the candidate got."""
 
     compiled: bool = False  # the first candidate call returned (its kernels compiled)
+    # That call's request in seconds, waits for GPU turns excluded: two forward calls (the determinism check) with
+    # the kernels' compilation and, on Triton 3.6, their launchers' builds, all while it holds the device shared.
+    first_call_s: float = 0.0
     summary: CorrectnessSummary | None = None  # set when all trials pass or one mismatches
     flops: float = 0.0  # counted on the reference's first call (GPU, defences on), for the roofline floor
     io_bytes: tuple[int, int] = (0, 0)  # the reference's input and output bytes, for the roofline floor
@@ -52,6 +55,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
             out.flops = float(ref_h.flops or 0.0)
             out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
         what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
+        asked, waited = time.monotonic(), session.gpu_waited_s
         cand_h, _ = session.ask(
             session.cand,
             Call(seed=seed, repeat=2 if i == 0 else 1, poison=poison_specs(ref_struct)),
@@ -61,6 +65,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
         )
         if i == 0:
             out.compiled = True
+            out.first_call_s = time.monotonic() - asked - (session.gpu_waited_s - waited)
             specs = tensors.tensor_specs(ref_struct)
             atol, rtol = session.tol(specs[0][0] if specs else torch.float32)
         session.guard_process(f"correctness trial {i + 1}")

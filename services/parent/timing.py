@@ -52,6 +52,9 @@ class TimingOutcome:
 
     runtimes: dict[str, RuntimeStats] = field(default_factory=dict)
     from_cache: list[str] = field(default_factory=list)  # sides whose statistics came from stored timings
+    # The evaluation's own hold of the device's slot, in seconds by part: every other evaluation on the GPU
+    # waits through it, so each part is a cost of the whole GPU's throughput, not of this evaluation alone.
+    held_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
 
 
@@ -160,10 +163,14 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
     with session.slot():
         # The deadline starts once the slot is held: waiting for other evaluations is not the candidate's time.
         deadline = time.monotonic() + s.timing_timeout_s
+        lap = _laps(out.held_s)
         timer = _Timer(session, children, deadline, "time")
         block = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
+        lap("warm_up")
         accepted = _revalidate(timer, plan.stored) if plan.stored else {}
+        lap("revalidation")
         timer.sample([side for side in plan.sides if side not in accepted], block, min_calls, plan.cap_s)
+        lap("sampling")
         if session.defended:
             defences.recheck(session, *timer.last_candidate, deadline)
             defences.distinct_outputs(session)
@@ -177,6 +184,7 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
                     over, extra = timer(side, keep=False)
                     calls.overheads[side].append(over)
                     calls.extras[side].append(extra)
+        lap("checks")
     session.guard_process("the timed calls")
     defences.wall_clock_checks(session, calls, stats.summarize(timer.samples["candidate"]), cpu)
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
@@ -190,6 +198,19 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
     else:
         cand, ref = out.runtimes["candidate"], out.runtimes["reference"]
         out.text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
+
+
+def _laps(into: dict[str, float]) -> Callable[[str], None]:
+    """`lap(name)` adds to `into[name]` the seconds since the previous lap (the first: since `_laps`)."""
+    last = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal last
+        now = time.monotonic()
+        into[name] = into.get(name, 0.0) + now - last
+        last = now
+
+    return lap
 
 
 def _pooled(side: str, timers: list[_Timer], s: EvalSettings, target: float | None) -> RuntimeStats:
