@@ -8,10 +8,11 @@ Each of `--in-flight` threads (each with its own TimingSlot, so its own lock fil
 has) runs evaluations one after another: CPU work outside the device (`--cpu-s`), the candidate's first call
 (`--first-call-s`: compiling and running forward(), held shared), `--requests` correctness requests of
 `--request-s` each (shared), the measurement (`--hold-s`, exclusive; one in `--long-every` is `--long-hold-s`:
-adaptive sampling's tail), then two short requests (profile, output dependence). The defaults are the medians of
-the pipelined run 10 on an H100 (docs/benchmarks.md: 8 in flight, first call 2.19 s, hold 0.62 s, two holds in
-36 of 5.6 and 11.8 s); what this leaves out is that a real device runs the shared requests' kernels and the host's
-CPU contention, which lengthens the first call as more run at once. `--scale` shortens every duration alike.
+adaptive sampling's tail), then the profiler's request (`--profile-s`) and a short one (output dependence). The
+defaults are the medians of the pipelined run 10 on an H100 (docs/benchmarks.md: 8 in flight, first call 2.19 s,
+hold 0.62 s, two holds in 36 of 5.6 and 11.8 s); what this leaves out is that a real device runs the shared
+requests' kernels and the host's CPU contention, which lengthens the first call as more run at once. `--scale`
+shortens every duration alike.
 
 Per policy (`--gather`: seconds a measurement lets other evaluations' requests run on before it stops them, unless
 the device is idle or another measurement already stopped them) it prints evaluations per minute (at scale 1),
@@ -60,9 +61,10 @@ def run_policy(args: argparse.Namespace, gather_s: float, lock_dir: Path) -> dic
             long = args.long_every and rng.random() < 1 / args.long_every
             with slot():
                 sleep(args.long_hold_s if long else args.hold_s)
-            for _ in range(2):
-                with slot.shared("after timing"):
-                    sleep(0.1)
+            with slot.shared("profiling forward()"):
+                sleep(args.profile_s)
+            with slot.shared("output dependence"):
+                sleep(0.1)
             if time.monotonic() < stop:
                 with lock:
                     done.append((slot.held_s / k, slot.drained_s / k, slot.waited_s / k))
@@ -99,6 +101,7 @@ def main() -> None:
     parser.add_argument("--hold-s", type=float, default=0.62)
     parser.add_argument("--long-hold-s", type=float, default=8.7)
     parser.add_argument("--long-every", type=int, default=18, help="one hold in N is long; 0: none")
+    parser.add_argument("--profile-s", type=float, default=0.1, help="the profiler's request, after the measurement")
     args = parser.parse_args()
     rows = []
     for gather in (float(g) for g in args.gather.split(",")):
