@@ -6,23 +6,30 @@
     python bench/eval_wall.py repeat --problems KB/KernelBench --problem level1/19_ReLU --times 40
     python bench/eval_wall.py repeat --problems services/bundled/problems --kernels services/bundled/kernels \
         --problem level1/1_ReLU --no-store
+    python bench/eval_wall.py repeat --busy 0,16           # the same, alternating with 16 busy processes beside
 
 `bundled` evaluates the bundled problems with their example kernels; `kernelbench` evaluates real
 KernelBench level-1 problems at their published sizes with the honest Triton kernels under
 bench/kernels/kernelbench; `repeat` evaluates one candidate N times (fresh children every time) and
 reports the coefficient of variation of the speedup. By default the evaluations share a reference-timing
 store, as a service's workers share one in Redis: the first times the reference in several processes, the
-others revalidate and reuse it; `--no-store` times the reference afresh in every evaluation. Prints a JSON
-line per evaluation and a summary.
+others revalidate and reuse it; `--no-store` times the reference afresh in every evaluation. `--busy` takes
+levels of CPU contention (processes spinning beside the evaluator, as a pipelined worker's other evaluations
+load the host) and gives the evaluations to them in turn, so that each level's summary, with the phases that split
+the timing slot's hold, comes from the same stretch of time. Prints a JSON line per evaluation and a summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import statistics
+import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +103,9 @@ def main() -> None:
     parser.add_argument("--no-store", action="store_true", help="repeat: no shared reference-timing store")
     parser.add_argument("--device", choices=["cuda", "cpu"])
     parser.add_argument("--budget", type=float, help="timing budget per evaluation, seconds")
+    parser.add_argument("--busy", default="0", help="repeat: comma-separated numbers of busy processes, in turn")
     args = parser.parse_args()
+    levels = [int(n) for n in args.busy.split(",")]
     options = EvalOptions(device=args.device, timing_budget_s=args.budget)
 
     with Evaluator() as evaluator:
@@ -122,8 +131,33 @@ def main() -> None:
         for i in args.problem or (KB_DEFAULT if args.problems else SMALL_DEFAULT):
             source = (kernels / f"{i}.py").read_text()
             store = None if args.no_store else MemoryTimingStore()
-            rows = run(evaluator, [(ps.load(i), source)] * args.times, options, store)
-            print("REPEAT", i, json.dumps(repeat_summary(rows)))
+            by_level: dict[int, list[dict]] = {n: [] for n in levels}
+            with busy_processes(max(levels)) as load:
+                for k in range(args.times):
+                    n = levels[k % len(levels)]
+                    load(n)
+                    by_level[n] += run(evaluator, [(ps.load(i), source)], options, store)
+            for n, rows in by_level.items():
+                label = [i] if len(levels) == 1 else [i, f"busy={n}"]
+                print("REPEAT", *label, json.dumps({**repeat_summary(rows), "phases_median_s": phase_summary(rows)}))
+
+
+@contextlib.contextmanager
+def busy_processes(most: int) -> Iterator:
+    """`most` processes spinning on the CPU, all paused; `load(n)` lets the first n run."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(most)]
+
+    def load(n: int) -> None:
+        for k, proc in enumerate(procs):
+            proc.send_signal(signal.SIGCONT if k < n else signal.SIGSTOP)
+
+    try:
+        load(0)
+        yield load
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def cv(values: list[float]) -> float | None:
@@ -135,6 +169,8 @@ def repeat_summary(rows: list[dict]) -> dict:
     from (the candidate's medians, the reference's), the precision reached and the time timing took."""
     passed = [r for r in rows if r["speedup"] is not None]
     speedups = [r["speedup"] for r in passed]
+    if not passed:  # CPU mode reports no speedup: only the verdicts and the wall time
+        return {"n": 0, "verdicts": sorted({r["verdict"] for r in rows}), "wall_s_median": _median_wall(rows)}
     return {
         "n": len(speedups),
         "verdicts": sorted({r["verdict"] for r in rows}),
@@ -156,8 +192,12 @@ def repeat_summary(rows: list[dict]) -> dict:
             for r in passed
             if r["phases"].get("timing", 0.0) > 3.0
         ],
-        "wall_s_median": statistics.median(r["wall_s"] for r in rows),
+        "wall_s_median": _median_wall(rows),
     }
+
+
+def _median_wall(rows: list[dict]) -> float:
+    return statistics.median(r["wall_s"] for r in rows)
 
 
 def _cuda() -> bool:
