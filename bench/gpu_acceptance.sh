@@ -14,6 +14,8 @@
 #   bench/gpu_acceptance.sh 7 "$OUT"   # the small reduction's repeatability and sampling time without and with a
 #                                      # floor of 1.6 timer ticks under adaptive sampling's target
 #   bench/gpu_acceptance.sh 6 "$OUT"   # real-world corpus through the evaluator's tests, demo-learn on the GPU
+#   bench/gpu_acceptance.sh 8 "$OUT"   # the timing slot's hold, split by part, with and without 16 processes
+#                                      # spinning beside the evaluator (CPU contention as a pipelined worker's)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -25,7 +27,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-7}
+part=${1:?part 1-8}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -69,8 +71,11 @@ case $part in
     step repeat_small 150 "$py" bench/eval_wall.py repeat --device cuda
     step repeat_small_floor 150 env KERNELGYM_TARGET_CI_TICKS=1.6 "$py" bench/eval_wall.py repeat --device cuda
     ;;
+8)
+    step hold_under_load 300 "$py" bench/eval_wall.py repeat --device cuda --busy 0,16
+    ;;
 *)
-    echo "part must be 1 to 7" >&2
+    echo "part must be 1 to 8" >&2
     exit 2
     ;;
 esac
