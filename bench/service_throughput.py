@@ -56,6 +56,7 @@ KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
 PHASES = (
     *("start", "load", "precompile", "compile", "first_call", "correctness", "timing", "profile", "total"),
     *("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"),  # the hold, by part
+    *("start_ready_wait", "start_drain"),  # what `start` waited for
 )
 
 

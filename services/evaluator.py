@@ -127,6 +127,8 @@ def _run(
             if gpu and s.precompile:
                 capability = torch.cuda.get_device_capability()
                 pending = begin_precompile(session, pool, problem, candidate, (capability[0], capability[1]))
+        phases["start_ready_wait"] = session.ref.waited_ready_s + session.cand.waited_ready_s
+        phases["start_drain"] = session.ref.waited_drain_s + session.cand.waited_drain_s
         with _phase(phases, "load"):
             load(session)
         if pending is not None:

@@ -188,6 +188,7 @@ class Child:
         os.close(from_child_w)
         self._ready = False
         self.started = time.monotonic()
+        self.waited_ready_s = self.waited_drain_s = 0.0
         _SUPERVISOR.watch(self)
 
     def _spawn(self, device: str, to_child_r: int, from_child_w: int, out: Any, err: Any) -> subprocess.Popen:
@@ -239,8 +240,13 @@ class Child:
         )
 
     def start_job(self, job: dict[str, Any], deadline: float) -> None:
+        t0 = time.monotonic()
         self.wait_ready(deadline)
+        t1 = time.monotonic()
         _SUPERVISOR.drain()  # the children this process closed have freed their GPU memory
+        # What the start waited for, reported in the evaluation's phases: a child still starting, and the
+        # children this process closed before (a CUDA child takes a second or more to die under load).
+        self.waited_ready_s, self.waited_drain_s = t1 - t0, time.monotonic() - t1
         self.nonce = job["nonce"]
         try:
             channel.send(self._to_child, {"cmd": "job", **job})

@@ -208,7 +208,8 @@ class EvalResult(BaseModel):
         description="Seconds spent per phase. Some parts overlap others: `timing_warm_up`, `timing_revalidation`, "
         "`timing_sampling` and `timing_checks` split the evaluation's own hold of the device within `timing`; "
         "`first_call` is the candidate's first request (its compilation included), within `compile` plus "
-        "`correctness`.",
+        "`correctness`; `start_ready_wait` (children still starting) and `start_drain` (children closed before, "
+        "still exiting) are within `start`.",
     )
     environment: Environment
 
