@@ -485,8 +485,10 @@ class ChildPool:
         self._starting: dict[str, deque[tuple[Child, float]]] = {}  # with when each was started
         self._lock = threading.Lock()
         self._closed = False
-        self._failures = 0  # consecutive children that failed to start: the refill backs off
-        self._retry_at = 0.0
+        # Per device, children that failed to start in a row, and until when its refill backs off: a device
+        # whose children fail (a compiler child the host cannot isolate) holds up no other device's refill.
+        self._failures: dict[str, int] = {}
+        self._retry_at: dict[str, float] = {}
         self._wake_r, self._wake_w = os.pipe()
         self._warmer: threading.Thread | None = None
 
@@ -558,11 +560,15 @@ class ChildPool:
             with self._lock:
                 if self._closed:
                     return
-                backing_off = time.monotonic() < self._retry_at
-                missing = {d: self._sizes[d] - len(self._ready[d]) - len(self._starting[d]) for d in self._ready}
+                now = time.monotonic()
+                missing = {
+                    d: self._sizes[d] - len(self._ready[d]) - len(self._starting[d])
+                    for d in self._ready
+                    if now >= self._retry_at.get(d, 0.0)
+                }
                 waiting = [entry for q in self._starting.values() for entry in q]
             for device, n in missing.items():
-                for _ in range(0 if backing_off else n):
+                for _ in range(n):
                     self._start(device)
             fds = {child._from_child: child for child, _ in waiting}
             readable, _, _ = select.select([self._wake_r, *fds], [], [], 1.0)
@@ -603,7 +609,7 @@ class ChildPool:
             self._failed(child)
             return
         with self._lock:
-            self._failures = 0
+            self._failures.pop(child.device, None)
             if not self._closed:
                 self._ready[child.device].append(child)
                 return
@@ -612,5 +618,5 @@ class ChildPool:
     def _failed(self, child: Child) -> None:
         child.close()
         with self._lock:
-            self._failures += 1
-            self._retry_at = time.monotonic() + min(30.0, 0.5 * 2**self._failures)
+            n = self._failures[child.device] = self._failures.get(child.device, 0) + 1
+            self._retry_at[child.device] = time.monotonic() + min(30.0, 0.5 * 2**n)

@@ -4,6 +4,8 @@ evaluations spend no time starting children."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -132,6 +134,36 @@ def test_a_ready_child_that_dies_before_its_job_is_a_dead_child_not_a_crash_of_t
             child.start_job({"nonce": "n"}, time.monotonic() + 5)
     finally:
         child.close()
+
+
+def test_a_device_whose_children_fail_to_start_holds_up_no_other_devices_refill(monkeypatch):
+    # The refill backs off after children fail to start; a compiler child that a host cannot isolate kept
+    # backing off the GPU children's refill too, when the back-off was the pool's.
+    spawn = Child._spawn
+
+    def spawn_or_fail(self: Child, device: str, *args: object) -> subprocess.Popen:
+        if device == "broken":
+            return subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+        return spawn(self, device, *args)
+
+    monkeypatch.setattr(Child, "_spawn", spawn_or_fail)
+    pool = ChildPool(EvalSettings(), size=1)
+    try:
+        pool.prewarm("cpu")
+        wait_ready(pool, 1)
+        pool.prewarm("broken")
+        deadline = time.monotonic() + 60
+        while pool._failures.get("broken", 0) < 3:  # backing off 4 s now
+            assert time.monotonic() < deadline, pool._failures
+            time.sleep(0.05)
+        pool.acquire("cpu").close()
+        taken = time.monotonic()
+        while not pool._starting["cpu"] and not pool.ready("cpu"):
+            assert time.monotonic() - taken < 1.0, "the cpu refill waited for the broken device's back-off"
+            time.sleep(0.01)
+        assert pool._retry_at["broken"] > taken and "cpu" not in pool._retry_at
+    finally:
+        pool.close()
 
 
 def test_closing_a_child_returns_at_once_and_one_thread_reaps_it_and_watches_every_child():
