@@ -248,10 +248,7 @@ class Child:
         # children this process closed before (a CUDA child takes a second or more to die under load).
         self.waited_ready_s, self.waited_drain_s = t1 - t0, time.monotonic() - t1
         self.nonce = job["nonce"]
-        try:
-            channel.send(self._to_child, {"cmd": "job", **job})
-        except OSError as exc:  # it died after saying it was ready: the machine's fault, not the request's
-            raise self._died() from exc
+        self.post({"cmd": "job", **job})  # a child that died after saying it was ready: ChildDied, the machine's
 
     def request(
         self, header: dict[str, Any], deadline: float, payloads: list[bytes] | None = None
@@ -264,7 +261,7 @@ class Child:
         """Send a command; `reply` collects the answer, so the parent can work while the child does."""
         try:
             channel.send(self._to_child, header, payloads)
-        except (BrokenPipeError, OSError) as exc:
+        except OSError as exc:  # BrokenPipeError among them: the child is gone
             raise self._died() from exc
 
     def reply(self, deadline: float) -> tuple[dict[str, Any], list[bytes]]:
