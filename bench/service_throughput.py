@@ -6,6 +6,7 @@ and pipelined in one run, and whether pipelining disturbs the timings.
     python bench/service_throughput.py --serial 1 --pipelined 3 --gather 0,1          # the slot's gathering, on/off
     python bench/service_throughput.py --serial 1 --pipelined 3 --precompile 0,1      # the compiler child, off/on
     python bench/service_throughput.py --serial 1 --pipelined 3 --target-ci-ticks 0,1.6  # a tick floor on sampling
+    python bench/service_throughput.py --serial 1 --pipelined 3 --fork 0,1            # children forked or exec'd
     python bench/service_throughput.py --serial 3 --pipelined 12 --cold                 # as an RL step on new prompts
     python bench/service_throughput.py --kernelbench .kb/KernelBench --serial 2 --pipelined 0     # published sizes
     python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
@@ -18,8 +19,9 @@ measures its own reference timings and then reuses them, as a service does):
   * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem;
   * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice), each `--gather` (how
     long a measurement lets other evaluations' requests run on first), each `--precompile` (whether a compiler
-    child compiles the candidate's kernels before its first call) and each `--target-ci-ticks` (a floor, in ticks
-    of the event timer, under the precision adaptive sampling stops at), `--pipelined` per problem.
+    child compiles the candidate's kernels before its first call), each `--target-ci-ticks` (a floor, in ticks
+    of the event timer, under the precision adaptive sampling stops at) and each `--fork` (whether children are
+    forked from the zygote or each started as a fresh interpreter), `--pipelined` per problem.
 Every mode first runs one evaluation per problem that is not counted (it times and stores the problem's reference),
 then waits until every pool process has its warm children again; then all its submissions go in one
 POST /evaluate/batch and it waits for every result. With --cold there is no uncounted pass: the batch meets
@@ -250,6 +252,9 @@ def main() -> None:
         default="default",
         help="pipelined modes: comma-separated KERNELGYM_TARGET_CI_TICKS values (e.g. 0,1.6), or `default`",
     )
+    parser.add_argument(
+        "--fork", default="default", help="pipelined modes: comma-separated KERNELGYM_FORK_CHILDREN values (0, 1)"
+    )
     parser.add_argument("--gpu", type=int, default=0, help="the GPU's index (ignored with --device-class cpu)")
     parser.add_argument("--device-class", default="gpu", help="`cpu` runs the same path with the interpreter")
     parser.add_argument("--kernelbench", type=Path, help="KernelBench problems (holds level1/) instead of bundled")
@@ -272,6 +277,7 @@ def main() -> None:
         ("gather", "KERNELGYM_DEVICE_LOCK_GATHER_S", args.gather),
         ("precompile", "KERNELGYM_PRECOMPILE", args.precompile),
         ("ticks", "KERNELGYM_TARGET_CI_TICKS", args.target_ci_ticks),
+        ("fork", "KERNELGYM_FORK_CHILDREN", args.fork),
     )
     for values in itertools.product(*(v.split(",") for _, _, v in variables)) if args.pipelined else []:
         env = {var: value for (_, var, _), value in zip(variables, values, strict=True) if value != "default"}

@@ -1,6 +1,7 @@
 """Starting, supervising and killing the untrusted child processes.
 
-Each child is a fresh `python -m services.child` in its own session (so the whole process group
+Each child is a fresh `python -m services.child`, or a process forked by the zygote that has already done its
+imports (services.zygote; `EvalSettings.fork_children`), in its own session (so the whole process group
 can be killed), with a scrubbed environment, a private temporary directory as HOME, cwd and Triton
 cache, resource limits, and one supervisor thread in the parent process that enforces every child's host
 memory and process-count limits from outside (limits set inside a child can be raised again by a root child).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import math
 import os
 import resource
@@ -32,6 +34,9 @@ from services.protocol import channel
 from services.protocol.messages import read_start_stage
 from services.schema import PROTOCOL_VERSION
 from services.settings import EvalSettings
+from services.zygote import ForkedProcess, ZygoteUnavailable, spawn_forked
+
+_log = logging.getLogger(__name__)
 
 # Variables a child may inherit; everything else (API keys, Redis URLs, cloud credentials) is dropped.
 _ENV_KEEP = {"PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "PYTHONPATH"}
@@ -191,21 +196,22 @@ class Child:
         self.waited_ready_s = self.waited_drain_s = 0.0
         _SUPERVISOR.watch(self)
 
-    def _spawn(self, device: str, to_child_r: int, from_child_w: int, out: Any, err: Any) -> subprocess.Popen:
-        mem_mb, file_mb = child_limits(device, self.settings)
+    def _spawn(
+        self, device: str, to_child_r: int, from_child_w: int, out: Any, err: Any
+    ) -> subprocess.Popen | ForkedProcess:
+        limits = child_limits(device, self.settings)
+        env = child_env(device, self.tmpdir)
+        if self.settings.fork_children:
+            try:
+                return spawn_forked(
+                    env, device, self.tmpdir, limits, [to_child_r, from_child_w, out.fileno(), err.fileno()]
+                )
+            except ZygoteUnavailable as exc:  # the child starts as a command instead: slower, the same child
+                _log.warning("starting a child as a command: %s", exc)
         return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "services.child",
-                str(to_child_r),
-                str(from_child_w),
-                device,
-                str(mem_mb),
-                str(file_mb),
-            ],
+            [sys.executable, "-m", "services.child", str(to_child_r), str(from_child_w), device, *map(str, limits)],
             pass_fds=(to_child_r, from_child_w),
-            env=child_env(device, self.tmpdir),
+            env=env,
             cwd=self.tmpdir,
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -237,6 +237,11 @@ class EvalSettings(BaseSettings):
     max_processes: int = Field(64, ge=1, description="Processes a child's session may hold at once.")
     max_file_mb: int = Field(1024, ge=1, description="Largest file a child may write.")
     warm_children: int = Field(4, ge=0, description="Children kept started with torch imported (0: none).")
+    fork_children: bool = Field(
+        True,
+        description="Fork children from a zygote that has imported torch and Triton once (services.zygote), "
+        "rather than start each as a fresh interpreter (about 3 s of CPU each).",
+    )
     warm_children_max: int = Field(
         8,
         ge=0,

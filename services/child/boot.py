@@ -1,0 +1,172 @@
+"""The untrusted side: a child process that maps inputs to outputs, and nothing else.
+
+Started by `sandbox.Child` as `python -m services.child IN_FD OUT_FD DEVICE MEM_MB FILE_MB`, DEVICE being `cuda`,
+`cpu` or `compiler` (no GPU: services.child.compiler). It cuts itself off
+the network while it is still single-threaded, imports torch and initialises the device (so it waits warm),
+then serves one job: load the reference (and, in a candidate child, the candidate), generate inputs from seeds
+the parent sends, run forwards, time calls and deliver tensors. It never compares, reduces statistics or
+decides anything; every reply carries the job's nonce and a sequence number. Harness functions used
+after the candidate is imported are bound here, before it is. A child is either started as that command or forked
+by the zygote (services.child.zygote), which has done the imports and Triton's host-side warm-up once
+(`import_harness`); `start` then runs from the network's isolation on, as a started child does.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import sys
+
+
+def _isolate_network() -> str:
+    """A private network namespace (no interfaces but a down loopback); must run single-threaded."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError as exc:
+        return f"none (libc unavailable: {exc})"
+    clone_newnet, clone_newuser = 0x40000000, 0x10000000
+    if libc.unshare(clone_newnet) == 0:
+        return "netns"
+    first = ctypes.get_errno()
+    if libc.unshare(clone_newuser | clone_newnet) == 0:
+        return "userns+netns"
+    return f"none (unshare: {errno.errorcode.get(first, first)})"
+
+
+def _hide_devices() -> int:
+    """Put the GPU out of this process's reach before any user code runs: where the child may (root, or a user
+    namespace), /dev/null is bound over every NVIDIA device node in a private mount namespace; and the CUDA
+    driver is initialised under the empty CUDA_VISIBLE_DEVICES this child was started with, so that changing the
+    variable later does not bring a GPU back (tests/test_gpu.py checks it). The devices the driver then sees (0
+    expected)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
+        raise RuntimeError("a compiler child must be started with CUDA_VISIBLE_DEVICES empty")
+    libc = ctypes.CDLL(None, use_errno=True)
+    clone_newns, ms_rec, ms_private, ms_bind = 0x00020000, 0x4000, 0x40000, 0x1000
+    nodes = [os.path.join("/dev", n) for n in os.listdir("/dev") if n.startswith("nvidia")]
+    if nodes and libc.unshare(clone_newns) == 0 and libc.mount(None, b"/", None, ms_rec | ms_private, None) == 0:
+        for node in nodes:
+            libc.mount(b"/dev/null", os.fsencode(node), None, ms_bind, None)
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0  # no driver on this machine: no GPU to reach
+    libcuda.cuInit(0)
+    count = ctypes.c_int(0)
+    libcuda.cuDeviceGetCount(ctypes.byref(count))
+    return count.value
+
+
+def _limit_resources(mem_mb: int, file_mb: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_mb << 20, file_mb << 20))
+    if mem_mb:  # CPU children only: CUDA reserves far more address space than it uses.
+        # Address space, not memory: a backstop that makes absurd allocations fail cleanly. The parent's
+        # watchdog enforces the real (resident) limit; the headroom covers torch's library mappings.
+        limit = (mem_mb + 16384) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def warm_triton_host() -> None:
+    """Triton's once-per-process work that needs no GPU, done while the child waits (or once, in the zygote)
+    rather than in the candidate's first call, which holds the device: the hash of Triton's own build that every
+    compilation's cache key includes (a SHA-256 of the 400+ MB libtriton.so, about 0.4 s of CPU), and the import
+    of Triton's Gluon front end, which a first launch's argument specialisation pulls in on Triton 3.6 (0.17 s of
+    an H200 child's first call). Trusted code: no user code has run yet. Where it fails (a Triton whose internals
+    moved), the first call does this work as before: it saves time and decides nothing."""
+    try:
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+        import triton.experimental.gluon  # noqa: F401
+    except Exception as exc:  # informational only, on the child's stderr
+        print(f"kernelgym child: Triton's warm-up skipped: {exc!r}", file=sys.stderr)
+
+
+def _warm_triton_device() -> None:
+    """A GPU child's share of the warm-up: Triton's driver module (built with the C compiler into this child's
+    private cache, or found there planted) and the ptxas version, through the backend's hash."""
+    try:
+        from triton.compiler.compiler import make_backend
+        from triton.runtime import driver
+
+        make_backend(driver.active.get_current_target()).hash()
+    except Exception as exc:
+        print(f"kernelgym child: Triton's warm-up skipped: {exc!r}", file=sys.stderr)
+
+
+def import_harness() -> None:
+    """What every child imports before it is ready; once per process (a forked child's zygote did it). torch._dynamo
+    is imported while the child waits rather than on first use: it takes seconds to import and rewraps
+    torch.manual_seed when it does, which the integrity snapshot would report as tampering; the reference's FLOP
+    counter and a candidate's use of streams or graphs can pull it in."""
+    if "torch._dynamo" in sys.modules:
+        return
+    import torch
+    import torch._dynamo
+    import torch.utils.flop_counter
+    import triton  # noqa: F401
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+
+
+def main() -> None:
+    start(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+
+
+def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> None:
+    """Isolate, limit and warm this process, say it is ready, then serve one job."""
+    from services.protocol.messages import START_STAGE
+
+    def stage(step: str) -> None:  # for the parent's error if this start runs past its limit
+        with open(START_STAGE, "w") as f:
+            f.write(step)
+
+    stage("isolating the network")
+    network = _isolate_network()
+    if device == "compiler" and _hide_devices():
+        raise RuntimeError("a compiler child must see no GPU")
+    _limit_resources(mem_mb, file_mb)
+    # Keep the private channel away from anything the child execs.
+    os.set_inheritable(in_fd, False)
+    os.set_inheritable(out_fd, False)
+
+    stage("importing torch")
+    import_harness()
+    import torch
+
+    from services.errors import ProtocolError
+    from services.protocol import channel
+    from services.protocol.messages import Job, Ready, parse_command, reply_header
+    from services.schema import PROTOCOL_VERSION
+
+    if device == "cuda":
+        # Outside the device's slot: a measurement waits for every request in flight, and a context's creation
+        # under load takes seconds, which kept the whole device idle behind it.
+        stage("creating the CUDA context")
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+    if device in ("cuda", "compiler"):
+        stage("warming Triton")
+        warm_triton_host()
+        if device == "cuda":
+            _warm_triton_device()
+    stage("ready")
+    from services.child.runtime import Runtime
+
+    channel.send(out_fd, reply_header(Ready(pid=os.getpid(), network=network)))
+    header, _ = channel.recv(in_fd)
+    job = parse_command(header)
+    if not isinstance(job, Job):
+        return
+    if job.protocol != PROTOCOL_VERSION:
+        raise ProtocolError(f"job of protocol {job.protocol}, this child speaks {PROTOCOL_VERSION}")
+    if device == "compiler":
+        from services.child.compiler import serve
+
+        serve(job, in_fd, out_fd)
+    else:
+        Runtime(job, in_fd, out_fd).serve()

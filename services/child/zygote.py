@@ -1,0 +1,143 @@
+"""The zygote: a trusted process that has imported what every child needs and forks children on request.
+
+A child started as a command spends about 3 s of CPU before it is ready (torch, torch._dynamo, Triton, the hash of
+Triton's build), and an evaluation uses two or three children: at the tens of evaluations a minute a GPU worker
+runs, those starts alone kept most of a 16-core host busy. The zygote does that work once; a child forked from it
+is ready after its own share (the network's isolation, its limits, its CUDA context), which only a child can do.
+
+It never initialises CUDA (a forked CUDA context is unusable) and never runs user code: it receives spawn requests
+from the one parent process that started it, over a socket pair, and answers each with the new child's pid; it reaps
+its children and reports each exit status, in `subprocess.Popen.returncode`'s convention, so the parent can tell a
+crash from a kill. It exits when the parent's end of the socket closes.
+
+Started as `python -m services.child.zygote SOCK_FD`, in the children's sanitised environment
+(services.sandbox.child_env). Each forked child leads a new session, runs in its own directory with its own
+environment, stdout and stderr, keeps no descriptor but those, stdin and its two channel ends, and then does what
+`python -m services.child` does (services.child.boot.start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+MAX_REQUEST_BYTES = 1 << 16
+# A spawn request carries four descriptors: the child's ends of its two channel pipes, its stdout and its stderr.
+REQUEST_FDS = 4
+
+
+def _exit_code(status: int) -> int:
+    """A wait status as `subprocess.Popen.returncode`: the exit code, or minus the signal that ended it."""
+    return os.waitstatus_to_exitcode(status)
+
+
+def _keep_only(fds: set[int]) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in fds:
+            with contextlib.suppress(OSError):  # the listing's own descriptor, already closed
+                os.close(fd)
+
+
+def _become_child(request: dict[str, Any], fds: list[int], sock: socket.socket) -> None:
+    """In the forked process: take the child's identity, then run as a child. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(signum, signal.SIG_DFL)
+        to_child_r, from_child_w, out, err = fds
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        sock.close()
+        _keep_only({0, 1, 2, to_child_r, from_child_w})
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        tempfile.tempdir = None  # TMPDIR is the child's directory now
+        from services.child.boot import start
+
+        start(to_child_r, from_child_w, request["device"], int(request["mem_mb"]), int(request["file_mb"]))
+        code = 0
+    except SystemExit as exc:  # as the interpreter would exit with it
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+
+
+def _spawn(request: dict[str, Any], fds: list[int], sock: socket.socket) -> int:
+    pid = os.fork()
+    if pid == 0:
+        _become_child(request, fds, sock)
+    return pid
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock.send(json.dumps({"op": "exit", "pid": pid, "code": _exit_code(status)}).encode())
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer spawn requests and report exits until the parent closes its end."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select below through the wakeup descriptor
+    while True:
+        readable, _, _ = select.select([sock, wake_r], [], [])
+        if wake_r in readable:
+            os.read(wake_r, 4096)
+        _reap(sock)
+        if sock not in readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST_BYTES, REQUEST_FDS)
+        if not message:
+            return  # the parent is gone
+        request: Any = None
+        try:
+            request = json.loads(message)
+            if len(fds) != REQUEST_FDS:
+                raise ValueError(f"a spawn request needs {REQUEST_FDS} descriptors, got {len(fds)}")
+            reply = {"op": "spawned", "id": request["id"], "pid": _spawn(request, fds, sock)}
+        except Exception as exc:  # a bad request or a failed fork: the parent's error, not the end of the zygote
+            reply = {"op": "error", "id": request.get("id") if isinstance(request, dict) else None, "error": repr(exc)}
+        finally:
+            for fd in fds:
+                os.close(fd)
+        sock.send(json.dumps(reply).encode())
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    from services.child.boot import import_harness, warm_triton_host
+
+    import_harness()
+    warm_triton_host()
+    sock.send(json.dumps({"op": "ready", "pid": os.getpid()}).encode())
+    serve(sock)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Children forked from the zygote (services.zygote): the same isolation as a child started as a command, their
+exit statuses reported, and a zygote that dies replaced without losing track of the children it forked."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from services import zygote
+from services.errors import ChildDied
+from services.sandbox import Child
+from services.settings import EvalSettings
+from services.zygote import ForkedProcess
+
+
+@pytest.fixture
+def child():
+    made: list[Child] = []
+
+    def make() -> Child:
+        c = Child("cpu", EvalSettings())
+        made.append(c)
+        c.wait_ready(time.monotonic() + 120)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def test_a_forked_child_leads_its_own_session_in_its_own_directory_and_holds_no_socket(child):
+    c = child()
+    pid = c.proc.pid
+    assert isinstance(c.proc, ForkedProcess)
+    assert os.getsid(pid) == pid  # its session is what `kill` ends
+    assert os.readlink(f"/proc/{pid}/cwd") == os.path.realpath(c.tmpdir)
+    # The zygote's end of its socket to this process, or anything else of the zygote's, would be a way out.
+    targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    assert not [t for t in targets if t.startswith("socket:")], targets
+    assert c.network != "unknown"  # isolated as a started child is, after the fork
+
+
+def test_a_forked_childs_exit_status_reaches_its_parent(child):
+    c = child()
+    os.kill(c.proc.pid, signal.SIGSEGV)
+    assert c.proc.wait(timeout=30) == -signal.SIGSEGV
+    with pytest.raises(ChildDied, match="killed by SIGSEGV"):
+        c.start_job({"nonce": "n"}, time.monotonic() + 5)
+
+
+def test_children_outlive_a_dead_zygote_which_the_next_spawn_replaces(child):
+    first = child()
+    dead = zygote._ZYGOTES["interpreter"]._proc
+    assert dead is not None
+    dead.kill()
+    dead.wait(timeout=30)
+    second = child()  # forked by a new zygote
+    assert zygote._ZYGOTES["interpreter"]._proc is not dead
+    assert first.proc.poll() is None and second.proc.poll() is None
+    first.kill()
+    # Its status went with the old zygote: once gone it counts as killed, as the sandbox's close would have it.
+    assert first.proc.wait(timeout=30) == -signal.SIGKILL
