@@ -92,12 +92,23 @@ def test_worker_killed_mid_evaluation_is_redelivered_and_completes_exactly_once(
         assert finishes == ["done"]
 
 
+_KILL_WORKER = """import os, signal
+worker = os.getppid()
+with open(f"/proc/{worker}/cmdline", "rb") as f:
+    if b"services.child.zygote" in f.read():
+        with open(f"/proc/{worker}/stat") as stat:
+            worker = int(stat.read().rsplit(")", 1)[1].split()[1])
+os.kill(worker, signal.SIGKILL)
+"""
+
+
 def test_a_candidate_that_keeps_killing_its_worker_ends_crashed(make_stack):
-    # With the defences off nothing stops the candidate from signalling its parent, the worker process.
+    # With the defences off nothing stops the candidate from signalling the worker process: its parent, or its
+    # parent's parent when its parent is the zygote that forked it.
     stack = make_stack(KERNELGYM_DEFENCES="false", KERNELGYM_MAX_ATTEMPTS="2")
     stack.start_worker()
     stack.wait_ready()
-    poison = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n" + relu_candidate("return triton_relu(x)")
+    poison = _KILL_WORKER + relu_candidate("return triton_relu(x)")
     with KernelGymClient(stack.base_url, timeout=30) as gym:
         ev = gym.evaluate(poison, problem_id=RELU, wait=0)
         final = gym.wait(ev.id, timeout=400)
