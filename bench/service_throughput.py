@@ -16,7 +16,8 @@ bench/kernels/kernelbench has an honest kernel for, sent with their reference in
 each submission made distinct by a unique comment, so the result cache never answers and every candidate's
 Triton kernels compile afresh. Modes, in this order, each on a fresh stack (its own Redis, so each mode
 measures its own reference timings and then reuses them, as a service does):
-  * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem;
+  * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem (with `--serial 0`
+    none: the summary then compares each mode with the first pipelined one);
   * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice), each `--gather` (how
     long a measurement lets other evaluations' requests run on first), each `--precompile` (whether a compiler
     child compiles the candidate's kernels before its first call), each `--target-ci-ticks` (a floor, in ticks
@@ -27,9 +28,10 @@ then waits until every pool process has its warm children again; then all its su
 POST /evaluate/batch and it waits for every result. With --cold there is no uncounted pass: the batch meets
 references nobody has timed, as an RL step does when its prompts are new, and one evaluation per problem times
 each reference (in several processes) while that problem's other candidates wait for its figure.
-Prints one JSON line per mode (evaluations per minute, verdicts, phase medians, the share of the wall time the
-timing slot was held and the median wait for it, per-problem speedups) and a summary: the ratio to serial and,
-per problem, how far the pipelined median speedup is from the serial one.
+Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went), one JSON line
+per mode (evaluations per minute, verdicts, phase medians, the share of the wall time the timing slot was held
+and the median wait for it, per-problem speedups) and a summary: the ratio to serial and, per problem, how far the
+pipelined median speedup is from the serial one.
 """
 
 from __future__ import annotations
@@ -148,25 +150,35 @@ def precompile_passes(slot: list[dict]) -> dict | None:
     }
 
 
+def progress(name: str, step: str, since: float) -> None:
+    """On stderr: where a mode is, so that a run stopped at a time limit still shows where its time went."""
+    print(f"[{name}] {step} at {time.monotonic() - since:.0f} s", file=sys.stderr, flush=True)
+
+
 def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.Namespace, env: dict) -> dict:
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
+    began = time.monotonic()
     with LocalStack(workdir, device_class=args.device_class, env=env) as stack:
         stack.start_redis()
         stack.start_gateway()
         stack.start_worker(gpu=args.gpu)
         stack.wait_ready(timeout=300)
+        progress(name, "stack ready", began)
         with KernelGymClient(stack.base_url, timeout=120) as gym:
             if not args.cold:
                 warm = gym.evaluate_batch([b for _, b in submissions(gym, problems, 1)], wait=0)
                 for e in warm:
                     gym.wait(e.id, timeout=1800)
+                progress(name, "uncounted pass done", began)
             processes = wait_warm(stack, args.warm_children)
+            progress(name, "warm children ready", began)
             jobs = submissions(gym, problems, per_problem)
             t0 = time.monotonic()
             submitted = gym.evaluate_batch([b for _, b in jobs], wait=0)
             finished = [gym.wait(e.id, timeout=3600) for e in submitted]
             wall = time.monotonic() - t0
+            progress(name, "batch done", began)
         slot = slot_use(stack.dir / "worker0.log", len(jobs))
     results = [e.result for e in finished if e.result]
     verdicts: dict[str, int] = {}
@@ -212,6 +224,8 @@ def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.N
 
 
 def summary(rows: list[dict]) -> dict:
+    """Each mode against the first (serial, or with `--serial 0` the first pipelined mode): `vs_serial` and
+    `speedup_vs_serial` are relative to it."""
     serial, rest = rows[0], rows[1:]
     out = {}
     for row in rest:
@@ -231,7 +245,7 @@ def summary(rows: list[dict]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--serial", type=int, default=3, help="candidates per problem, serial mode")
+    parser.add_argument("--serial", type=int, default=3, help="candidates per problem, serial mode; 0: none")
     parser.add_argument("--pipelined", type=int, default=12, help="candidates per problem per pipelined mode; 0: none")
     parser.add_argument(
         "--concurrency", default="default", help="pipelined modes: comma-separated counts, or `default`"
@@ -271,7 +285,7 @@ def main() -> None:
         common["KERNELGYM_WORKER_GPU_MEMORY_MB"] = str(args.gpu_memory_mb)
     head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(problems), "cold": args.cold}
     print(json.dumps(head))
-    modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"})]
+    modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"})] if args.serial else []
     variables = (
         ("", "KERNELGYM_WORKER_CONCURRENCY", args.concurrency),
         ("gather", "KERNELGYM_DEVICE_LOCK_GATHER_S", args.gather),
