@@ -25,7 +25,10 @@ measures its own reference timings and then reuses them, as a service does):
     forked from the zygote or each started as a fresh interpreter), `--pipelined` per problem.
 Every mode first runs one evaluation per problem that is not counted (it times and stores the problem's reference),
 then waits until every pool process has its warm children again; then all its submissions go in one
-POST /evaluate/batch and it waits for every result. With --cold there is no uncounted pass: the batch meets
+POST /evaluate/batch and it waits for every result. With --share-references only the first mode runs that pass:
+the reference timings it stored are written into each later mode's Redis (the same figures then serve every mode,
+so speedups differ between modes only by the candidates' timings, and a mode costs minutes less on a GPU, where the
+pass times each reference in 5 processes). With --cold there is no uncounted pass: the batch meets
 references nobody has timed, as an RL step does when its prompts are new, and one evaluation per problem times
 each reference (in several processes) while that problem's other candidates wait for its figure.
 Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went), one JSON line
@@ -155,7 +158,23 @@ def progress(name: str, step: str, since: float) -> None:
     print(f"[{name}] {step} at {time.monotonic() - since:.0f} s", file=sys.stderr, flush=True)
 
 
-def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.Namespace, env: dict) -> dict:
+def stored_references(stack: LocalStack) -> dict[bytes, tuple[bytes, int]]:
+    """The reference timings the stack's Redis holds, with their remaining lifetimes (ms)."""
+    r = redis.Redis.from_url(stack.redis_url)
+    found = {k: (r.get(k), r.pttl(k)) for k in r.scan_iter(match="*:reftime:*")}
+    return {k: (value, ttl) for k, (value, ttl) in found.items() if value is not None}
+
+
+def run_mode(
+    name: str,
+    problems: list[dict],
+    per_problem: int,
+    args: argparse.Namespace,
+    env: dict,
+    references: dict[bytes, tuple[bytes, int]],
+) -> dict:
+    """One mode on a fresh stack. `references`: reference timings to start from (its uncounted pass is then
+    skipped), filled with the ones this mode stored when it is empty."""
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
     began = time.monotonic()
@@ -166,11 +185,17 @@ def run_mode(name: str, problems: list[dict], per_problem: int, args: argparse.N
         stack.wait_ready(timeout=300)
         progress(name, "stack ready", began)
         with KernelGymClient(stack.base_url, timeout=120) as gym:
-            if not args.cold:
+            if references:
+                r = redis.Redis.from_url(stack.redis_url)
+                for key, (value, ttl_ms) in references.items():
+                    r.set(key, value, px=ttl_ms if ttl_ms > 0 else None)
+            elif not args.cold:
                 warm = gym.evaluate_batch([b for _, b in submissions(gym, problems, 1)], wait=0)
                 for e in warm:
                     gym.wait(e.id, timeout=1800)
                 progress(name, "uncounted pass done", began)
+                if args.share_references:
+                    references.update(stored_references(stack))
             processes = wait_warm(stack, args.warm_children)
             progress(name, "warm children ready", began)
             jobs = submissions(gym, problems, per_problem)
@@ -275,6 +300,11 @@ def main() -> None:
     parser.add_argument("--warm-children", type=int, default=4, help="KERNELGYM_WARM_CHILDREN of the worker")
     parser.add_argument("--gpu-memory-mb", type=int, help="KERNELGYM_WORKER_GPU_MEMORY_MB of the worker")
     parser.add_argument("--cold", action="store_true", help="no uncounted pass: references are timed in the batch")
+    parser.add_argument(
+        "--share-references",
+        action="store_true",
+        help="the first mode's stored reference timings start every later mode, which skips its uncounted pass",
+    )
     parser.add_argument("--logs", type=Path, help="keep each stack's Redis, gateway and worker logs here")
     args = parser.parse_args()
     if args.device_class == "cpu":
@@ -306,8 +336,9 @@ def main() -> None:
         )
         modes.append((name, args.pipelined, env))
     rows = []
+    references: dict[bytes, tuple[bytes, int]] = {}
     for name, per_problem, env in modes:
-        row = run_mode(name, problems, per_problem, args, {**common, **env})
+        row = run_mode(name, problems, per_problem, args, {**common, **env}, references)
         print(json.dumps(row), flush=True)
         rows.append(row)
     print(json.dumps({"summary": summary(rows)}))
