@@ -5,8 +5,9 @@
 # status and seconds. Run from the repository root with the project importable (PYTHONPATH or an install).
 #
 #   bench/gpu_acceptance.sh 1 "$OUT"   # service throughput, bundled problems: serial, pipelined with children
-#                                      # exec'd and forked (KERNELGYM_FORK_CHILDREN), the compiler child on, in one
-#                                      # run; the serial mode's reference timings serve the pipelined modes
+#                                      # exec'd and forked (KERNELGYM_FORK_CHILDREN), each without and with the
+#                                      # compiler child (KERNELGYM_PRECOMPILE), in one run; the serial mode's
+#                                      # reference timings serve the pipelined modes
 #   bench/gpu_acceptance.sh 2 "$OUT"   # the 500-evaluation soak through the service, one worker per GPU of
 #                                      # GPUS (comma-separated indices, default 0)
 #   bench/gpu_acceptance.sh 3 "$OUT"   # the hack corpus and honest controls, both shards
@@ -44,7 +45,7 @@ step() {  # step NAME LIMIT_S COMMAND...
 
 case $part in
 1)
-    step throughput 570 "$py" bench/service_throughput.py --serial 1 --pipelined 3 --precompile 1 --fork 0,1 \
+    step throughput 570 "$py" bench/service_throughput.py --serial 1 --pipelined 3 --precompile 0,1 --fork 0,1 \
         --share-references --logs "$out/throughput-logs"
     ;;
 2)
