@@ -63,3 +63,23 @@ def test_children_outlive_a_dead_zygote_which_the_next_spawn_replaces(child):
     first.kill()
     # Its status went with the old zygote: once gone it counts as killed, as the sandbox's close would have it.
     assert first.proc.wait(timeout=30) == -signal.SIGKILL
+
+
+def _signal_state(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/status") as f:
+        return [line for line in f if line.startswith(("SigBlk", "SigIgn", "SigCgt"))]
+
+
+def test_a_forked_child_has_the_signal_dispositions_of_a_child_started_as_a_command():
+    # The zygote catches SIGCHLD for itself; its children must not inherit that (nor lose SIGPIPE's being ignored,
+    # which turns a write to a closed channel into BrokenPipeError rather than a silent death).
+    children = [Child("cpu", EvalSettings(fork_children=fork)) for fork in (True, False)]
+    try:
+        for c in children:
+            c.wait_ready(time.monotonic() + 120)
+        forked, started = (_signal_state(c.proc.pid) for c in children)
+        assert isinstance(children[0].proc, ForkedProcess)
+        assert forked == started
+    finally:
+        for c in children:
+            c.close()

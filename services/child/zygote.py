@@ -52,9 +52,10 @@ def _become_child(request: dict[str, Any], fds: list[int], sock: socket.socket) 
     code = 1
     try:
         os.setsid()
+        # The zygote's only change to the signal dispositions an interpreter starts with: the child's are then
+        # those of a child started as a command (SIGPIPE and SIGXFSZ ignored, SIGINT raising KeyboardInterrupt).
         signal.set_wakeup_fd(-1)
-        for signum in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
-            signal.signal(signum, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         to_child_r, from_child_w, out, err = fds
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
