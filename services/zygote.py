@@ -117,10 +117,6 @@ class Zygote:
                 return -signal.SIGKILL
         return None
 
-    def close(self) -> None:
-        with self._lock:
-            self._lost()
-
     # -- under the lock ----------------------------------------------------------------------------
     def _ensure(self, env: dict[str, str]) -> socket.socket:
         if self._sock is not None and self._proc is not None and self._proc.poll() is None:
