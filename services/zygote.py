@@ -68,6 +68,9 @@ class ForkedProcess:
 
 
 class Zygote:
+    """One zygote process, started on demand, and what it has said about the children it forked. Thread-safe: the
+    pool's refill thread spawns while the supervisor and the evaluation poll."""
+
     def __init__(self) -> None:
         self._fresh()
 
