@@ -21,7 +21,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -34,7 +33,7 @@ from services.protocol import channel
 from services.protocol.messages import read_start_stage
 from services.schema import PROTOCOL_VERSION
 from services.settings import EvalSettings
-from services.zygote import ForkedProcess, ZygoteUnavailable, spawn_forked
+from services.zygote import ForkedProcess, ZygoteUnavailable, spawn_forked, start_module
 
 _log = logging.getLogger(__name__)
 
@@ -208,16 +207,8 @@ class Child:
                 )
             except ZygoteUnavailable as exc:  # the child starts as a command instead: slower, the same child
                 _log.warning("starting a child as a command: %s", exc)
-        return subprocess.Popen(
-            [sys.executable, "-m", "services.child", str(to_child_r), str(from_child_w), device, *map(str, limits)],
-            pass_fds=(to_child_r, from_child_w),
-            env=env,
-            cwd=self.tmpdir,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=err,
-            start_new_session=True,
-        )
+        args = [str(to_child_r), str(from_child_w), device, *map(str, limits)]
+        return start_module("services.child", args, (to_child_r, from_child_w), env, self.tmpdir, out, err)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def wait_ready(self, deadline: float) -> None:

@@ -35,6 +35,23 @@ class ZygoteUnavailable(Exception):
     """The zygote could not be started or reached; the caller starts the child as a command instead."""
 
 
+def start_module(
+    module: str, args: list[str], fds: tuple[int, ...], env: dict[str, str], cwd: str, out: Any, err: Any
+) -> subprocess.Popen:
+    """`python -m MODULE ARGS` in a session of its own (so it can be killed whole), stdin closed, keeping only
+    `fds` of this process's descriptors: how a child started as a command and the zygote are started."""
+    return subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        pass_fds=fds,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+        start_new_session=True,
+    )
+
+
 def _gone(pid: int) -> bool:
     """Exited: no such process, or a zombie (a container's init may never reap an orphan)."""
     try:
@@ -42,7 +59,7 @@ def _gone(pid: int) -> bool:
             stat = f.read()
     except OSError:
         return True
-    return stat[stat.rfind(b")") + 2 : stat.rfind(b")") + 3] == b"Z"
+    return stat[stat.rfind(b")") + 2 :].split()[0] == b"Z"  # field 3 of /proc/pid/stat: the state
 
 
 class ForkedProcess:
@@ -110,7 +127,7 @@ class Zygote:
         with self._lock:
             if self._sock is not None:
                 try:
-                    self._read(0.0)
+                    self._drain()
                 except (OSError, ZygoteUnavailable):
                     self._lost()
             if pid in self._codes:
@@ -131,16 +148,8 @@ class Zygote:
         zygote_env.pop("CUDA_VISIBLE_DEVICES", None)
         try:
             with open(os.path.join(self._dir, ".stderr"), "wb") as err:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-m", "services.child.zygote", str(theirs.fileno())],
-                    pass_fds=(theirs.fileno(),),
-                    env=zygote_env,
-                    cwd=self._dir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=err,
-                    stderr=err,
-                    start_new_session=True,
-                )
+                fd = theirs.fileno()
+                self._proc = start_module("services.child.zygote", [str(fd)], (fd,), zygote_env, self._dir, err, err)
         finally:
             theirs.close()
         self._sock = ours
@@ -156,21 +165,13 @@ class Zygote:
 
     def _await(self, rid: int, deadline: float) -> dict[str, Any]:
         while rid not in self._replies:
-            self._read(deadline - time.monotonic(), until_one=True)
+            self._store(self._message(deadline))
         return self._replies.pop(rid)
 
-    def _read(self, timeout: float, until_one: bool = False) -> None:
-        """Take in what the zygote has sent: exit statuses and replies. Waits up to `timeout` for the first
-        message when `until_one`; otherwise takes only what is already there."""
-        while True:
-            wait = max(timeout, 0.0) if until_one else 0.0
-            if not select.select([self._sock], [], [], wait)[0]:
-                if until_one:
-                    raise ZygoteUnavailable("no answer in time")
-                return
+    def _drain(self) -> None:
+        """Take in what the zygote has already sent (exit statuses, replies), without waiting."""
+        while select.select([self._sock], [], [], 0)[0]:
             self._store(self._message(None))
-            if until_one:
-                return
 
     def _message(self, deadline: float | None) -> dict[str, Any]:
         assert self._sock is not None

@@ -34,11 +34,6 @@ MAX_REQUEST_BYTES = 1 << 16
 REQUEST_FDS = 4
 
 
-def _exit_code(status: int) -> int:
-    """A wait status as `subprocess.Popen.returncode`: the exit code, or minus the signal that ended it."""
-    return os.waitstatus_to_exitcode(status)
-
-
 def _keep_only(fds: set[int]) -> None:
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
@@ -97,7 +92,8 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        sock.send(json.dumps({"op": "exit", "pid": pid, "code": _exit_code(status)}).encode())
+        # As `subprocess.Popen.returncode`: the exit code, or minus the signal that ended the child.
+        sock.send(json.dumps({"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
 
 
 def serve(sock: socket.socket) -> None:
