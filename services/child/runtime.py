@@ -54,7 +54,8 @@ _manual_seed = torch.manual_seed
 _Tensor = torch.Tensor
 _type = type
 
-FINGERPRINT_CHUNK = 1 << 22  # elements per int64 temporary (32 MB)
+FINGERPRINT_CHUNK = 1 << 26
+SQUARES_CHUNK = 1 << 22  # elements per int64 temporary of the second moment (32 MB)
 
 
 class CandidateError(Exception):
@@ -100,8 +101,9 @@ def fingerprint(values: Any) -> torch.Tensor:
         total = torch.zeros((), dtype=torch.int64, device=raw.device)
         squares = torch.zeros((), dtype=torch.int64, device=raw.device)
         for start in range(0, raw.numel(), FINGERPRINT_CHUNK):
-            chunk = raw[start : start + FINGERPRINT_CHUNK].to(torch.int64)
-            total += torch.sum(chunk)
+            total += torch.sum(raw[start : start + FINGERPRINT_CHUNK], dtype=torch.int64)
+        for start in range(0, raw.numel(), SQUARES_CHUNK):
+            chunk = raw[start : start + SQUARES_CHUNK].to(torch.int64)
             squares += torch.sum(chunk * chunk)
         sums += [total, squares]
     return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
