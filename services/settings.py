@@ -96,6 +96,14 @@ class EvalSettings(BaseSettings):
         "tick added). 0: no floor (to be chosen by measurement, bench/service_throughput.py).",
     )
     recheck_fraction: float = Field(0.1, ge=0, le=1, description="Share of timed calls re-checked (+ last).")
+    recheck_retain_mb: int = Field(
+        256,
+        ge=0,
+        description="Device memory a candidate child may hold in copies of timed outputs chosen for a re-check, "
+        "compared once the measurement has released the timing slot; a chosen output beyond it is compared at "
+        "once, inside the measurement (on an H200, a re-check inside it cost ~6.5 ms: 30% of the time a "
+        "microsecond-scale kernel's measurement spent per timed call).",
+    )
     launch_shield_cycles: int = Field(
         1_000_000,
         ge=0,

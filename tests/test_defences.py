@@ -22,7 +22,8 @@ def test_a_reply_without_the_guard_report_is_a_replaced_reply_path(tmp_path):
     forged = {"ok": True, "nonce": "n", "seq": 3, "ms": 0.001, "structure": {}, "launches": [], "unstable": False}
     assert [v.code for v in evidence.guard_violations(decode_reply(Timed, forged))] == ["harness_integrity"]
     runtime = child_runtime.Runtime.__new__(child_runtime.Runtime)
-    runtime.snapshot, runtime.flags = guards.integrity_snapshot(child_runtime._harness()), guards.numeric_flags()
+    runtime.integrity = child_runtime.harness_integrity()
+    runtime.snapshot, runtime.flags = runtime.integrity.snapshot(), guards.numeric_flags()
     runtime.audit = guards.AuditGuard(str(tmp_path))
     honest = decode_reply(Timed, {**forged, **runtime.guard_report()})
     assert evidence.guard_violations(honest) == []
@@ -98,13 +99,15 @@ def test_unknown_gpu_skips_the_floor():
 
 
 def test_integrity_snapshot_sees_a_replaced_function_and_a_swapped_code_object(monkeypatch):
-    def snapshot() -> dict:
-        return guards.integrity_snapshot(child_runtime._harness())
+    snapshot = child_runtime.harness_integrity().snapshot
 
     before = snapshot()
     assert guards.changed(before, snapshot()) == []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     assert "torch.cuda.synchronize" in guards.changed(before, snapshot())
+    monkeypatch.undo()
+    monkeypatch.setattr(child_runtime.Runtime, "__getattribute__", object.__getattribute__, raising=False)
+    assert guards.changed(before, snapshot()) == ["services.child.runtime.Runtime.__getattribute__"]
     monkeypatch.undo()
 
     original = child_runtime.seed_everything.__code__

@@ -254,6 +254,48 @@ return _CACHE[key]
     assert any(c.name == "custom_kernel_launched" and not c.passed for c in result.checks)
 
 
+def test_a_timed_output_mended_after_its_call_is_rejected(relu):
+    # Timed calls return noise, and each later call finds the harness's copies of earlier outputs chosen for a
+    # re-check and overwrites them with the right values: the comparison after the measurement would pass, the
+    # digest each call reported does not. Every kept call is chosen (recheck_fraction=1), so copies exist.
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    extra = """
+import gc
+import sys
+_ANSWERED = []  # (input, noise returned for it)
+
+def _timed():
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "time_call":
+            return True
+        frame = frame.f_back
+    return False
+"""
+    body = """
+out = triton_relu(x)
+if not _timed():
+    return out
+for obj in gc.get_objects():
+    if type(obj).__name__ == "Runtime":
+        for copies in obj.retained:
+            for t in copies:
+                for seen, noise in _ANSWERED:
+                    if t.shape == noise.shape and torch.equal(t, noise):
+                        t.copy_(triton_relu(seen))
+noise = torch.rand_like(x)
+_ANSWERED.append((x.clone(), noise.clone()))
+return noise
+"""
+    with Evaluator(EvalSettings(correctness_trials=1, warm_children=1, recheck_fraction=1.0)) as ev:
+        result = ev.evaluate(relu, relu_candidate(body, extra), CPU)
+    assert result.verdict is Verdict.REJECTED
+    recheck = [c for c in result.checks if c.name == "timed_output_recheck"]
+    assert not recheck[0].passed and "changed after the call returned" in recheck[0].detail
+
+
 def test_secrets_are_not_in_the_child_environment(evaluator, relu, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     monkeypatch.setenv("KERNELGYM_REDIS_URL", "redis://secret@host")

@@ -266,3 +266,14 @@ def test_gpu_children_are_ready_with_tritons_per_process_work_done_and_its_drive
             later.close()
     finally:
         first.close()
+
+
+def test_seeding_the_generators_directly_draws_what_torch_manual_seed_draws():
+    from services.child.runtime import seed_everything
+
+    torch.zeros(1, device="cuda")  # CUDA initialised, as in a child: the direct path
+    draws = []
+    for seed_with in (torch.manual_seed, seed_everything):
+        seed_with(1234)
+        draws.append((torch.rand(5, device="cuda").cpu(), torch.rand(5), torch.randn(3, device="cuda").cpu()))
+    assert all(torch.equal(a, b) for a, b in zip(*draws, strict=True))

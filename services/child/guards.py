@@ -175,82 +175,113 @@ def numeric_flags() -> dict[str, Any]:
     return flags
 
 
-def _critical(harness: dict[str, Any]) -> dict[str, Any]:
-    """Callables and objects whose replacement would let a candidate fake a time, a sync, an input, a
-    tensor delivery or a message; `harness` adds the runtime's own (named by it, so this module needs none)."""
-    items: dict[str, Any] = dict(harness)
-    for mod, names in (
-        (torch.cuda, ("synchronize", "Event", "current_stream", "default_stream", "Stream", "_sleep")),
-        (torch, ("manual_seed", "empty", "rand", "randn", "randint", "device", "no_grad", "Tensor", "equal")),
-        (time, ("perf_counter", "monotonic", "time", "sleep")),
-        (json, ("dumps", "loads")),
-        (os, ("write", "read", "getcwd")),
-        (dataclasses, ("asdict", "fields")),
-        (channel, ("send", "recv", "_write_all", "_read_exact")),
-        (tensors, ("describe", "to_bytes", "open_cuda", "tensor_specs", "dtype_from_name")),
-        (messages, ("reply_header", "parse_command")),
-        (
-            sys.modules[__name__],
-            ("numeric_flags", "integrity_snapshot", "changed", "_critical", "AuditGuard", "LaunchRecorder"),
-        ),
-    ):
-        for name in names:
-            items[f"{mod.__name__}.{name}"] = getattr(mod, name, None)
-    for cls in (torch.cuda.Event, LaunchRecorder, AuditGuard):
-        items.update(_methods(cls))
-    for name in (
-        "copy_",
-        "zero_",
-        "fill_",
-        "sum",
-        "to",
-        "contiguous",
-        "reshape",
-        "view",
-        "numel",
-        "detach",
-        "untyped_storage",
-        "set_",
-        "elapsed_time",
-    ):
-        items[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name, None)
-    import builtins
+class Integrity:
+    """Callables and objects whose replacement would let a candidate fake a time, a sync, an input, a tensor
+    delivery or a message, each found again by its owner and attribute at every snapshot; `module`'s `names`
+    and `classes` add the runtime's own (named by it, so this module needs none). Where each one lives is
+    worked out once: a snapshot is taken at every reply, between the timed calls of a measurement."""
 
-    for name in ("type", "isinstance", "len", "getattr", "int", "float", "sum", "min", "max", "open", "__import__"):
-        items[f"builtins.{name}"] = getattr(builtins, name)
-    from triton.runtime.jit import JITFunction
+    def __init__(self, module: Any, names: tuple[str, ...], classes: tuple[type, ...] = ()):
+        import builtins
 
-    items["triton.JITFunction.run"] = JITFunction.run
-    for name in ("capture_begin", "capture_end", "replay"):
-        items[f"torch.cuda.CUDAGraph.{name}"] = getattr(torch.cuda.CUDAGraph, name, None)
-    return items
+        from triton.runtime.jit import JITFunction
 
+        owners: list[tuple[str, Any, tuple[str, ...]]] = [
+            (module.__name__, module, names),
+            (
+                "torch.cuda",
+                torch.cuda,
+                ("synchronize", "Event", "current_stream", "default_stream", "Stream", "_sleep"),
+            ),
+            (
+                "torch",
+                torch,
+                ("manual_seed", "empty", "rand", "randn", "randint", "device", "no_grad", "Tensor", "equal"),
+            ),
+            ("time", time, ("perf_counter", "monotonic", "time", "sleep")),
+            ("json", json, ("dumps", "loads")),
+            ("os", os, ("write", "read", "getcwd")),
+            ("dataclasses", dataclasses, ("asdict", "fields")),
+            (channel.__name__, channel, ("send", "recv", "_write_all", "_read_exact")),
+            (
+                tensors.__name__,
+                tensors,
+                (
+                    "describe",
+                    "to_bytes",
+                    "open_cuda",
+                    "tensor_specs",
+                    "dtype_from_name",
+                    "fingerprint",
+                    "_chunked",
+                    "_sum_int64",
+                    "_sum_of_squares",
+                ),
+            ),
+            (messages.__name__, messages, ("reply_header", "parse_command")),
+            (
+                __name__,
+                sys.modules[__name__],
+                ("numeric_flags", "changed", "Integrity", "AuditGuard", "LaunchRecorder"),
+            ),
+            (
+                "torch.Tensor",
+                torch.Tensor,
+                (
+                    "copy_",
+                    "clone",
+                    "zero_",
+                    "fill_",
+                    "sum",
+                    "to",
+                    "contiguous",
+                    "reshape",
+                    "view",
+                    "numel",
+                    "detach",
+                    "untyped_storage",
+                    "set_",
+                    "elapsed_time",
+                ),
+            ),
+            (
+                "builtins",
+                builtins,
+                ("type", "isinstance", "len", "getattr", "int", "float", "sum", "min", "max", "open", "__import__"),
+            ),
+            ("triton.JITFunction", JITFunction, ("run",)),
+            ("torch.cuda.CUDAGraph", torch.cuda.CUDAGraph, ("capture_begin", "capture_end", "replay")),
+        ]
+        self.sources = [(f"{prefix}.{attr}", owner, attr) for prefix, owner, attrs in owners for attr in attrs]
+        # Every method of these classes, those added later included (a class-level __getattribute__, say).
+        self.classes = [
+            (f"{cls.__module__}.{cls.__qualname__}.", cls)
+            for cls in (torch.cuda.Event, LaunchRecorder, AuditGuard, Integrity, *classes)
+        ]
 
-def _methods(cls: type) -> dict[str, Any]:
-    return {f"{cls.__module__}.{cls.__qualname__}.{name}": v for name, v in vars(cls).items() if callable(v)}
-
-
-def harness_items(module: Any, names: tuple[str, ...], classes: tuple[type, ...] = ()) -> dict[str, Any]:
-    """A module's named objects and its classes' methods, keyed as the snapshot reports them."""
-    items = {f"{module.__name__}.{name}": getattr(module, name, None) for name in names}
-    for cls in classes:
-        items.update(_methods(cls))
-    return items
-
-
-def integrity_snapshot(harness: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """Each critical object with its code object. Holding the references keeps them alive, so a
-    comparison by identity cannot be fooled by a recycled id; code objects are immutable, so swapping a
-    function's `__code__` shows as a different code object."""
-    return {name: (obj, getattr(obj, "__code__", None)) for name, obj in _critical(harness).items()}
+    def snapshot(self) -> dict[str, tuple[Any, Any]]:
+        """Each critical object with its code object. Holding the references keeps them alive, so a
+        comparison by identity cannot be fooled by a recycled id; code objects are immutable, so swapping a
+        function's `__code__` shows as a different code object."""
+        found = {}
+        for key, owner, attr in self.sources:
+            obj = getattr(owner, attr, None)
+            found[key] = (obj, getattr(obj, "__code__", None))
+        for prefix, cls in self.classes:
+            for attr, obj in vars(cls).items():
+                if callable(obj):
+                    found[prefix + attr] = (obj, getattr(obj, "__code__", None))
+        return found
 
 
 def changed(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]]) -> list[str]:
-    return sorted(
+    """Names whose object or code object is not the same one, or that are only in one snapshot."""
+    found = [
         k
-        for k in before.keys() | after.keys()
-        if k not in before or k not in after or any(a is not b for a, b in zip(before[k], after[k], strict=True))
-    )
+        for k, (obj, code) in before.items()
+        if (now := after.get(k)) is None or now[0] is not obj or now[1] is not code
+    ]
+    return sorted([*found, *(after.keys() - before.keys())])
 
 
 class AuditGuard:

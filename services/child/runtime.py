@@ -51,11 +51,11 @@ _Event = torch.cuda.Event
 _gpu_spin = torch.cuda._sleep
 _no_grad = torch.no_grad
 _manual_seed = torch.manual_seed
+_cpu_generator = torch.default_generator
+_cuda_initialized = torch.cuda.is_initialized
 _Tensor = torch.Tensor
 _type = type
-
-FINGERPRINT_CHUNK = 1 << 26
-SQUARES_CHUNK = 1 << 22  # elements per int64 temporary of the second moment (32 MB)
+fingerprint = tensors.fingerprint
 
 
 class CandidateError(Exception):
@@ -79,34 +79,17 @@ def _classify(exc: BaseException) -> str:
 
 
 def seed_everything(seed: int) -> None:
-    _manual_seed(seed)
+    """Every generator a problem's get_inputs() may draw from. Once CUDA is up, the CPU and CUDA generators are
+    seeded directly, which is what torch.manual_seed does for them: it also probes every other backend torch
+    knows of, a cost paid before every timed call."""
+    if _cuda_initialized():
+        _cpu_generator.manual_seed(seed)
+        for generator in torch.cuda.default_generators:
+            generator.manual_seed(seed)
+    else:
+        _manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed % (1 << 32))
-
-
-def fingerprint(values: Any) -> torch.Tensor:
-    """A content digest of every tensor in `values`, left on the device (no sync): per tensor, the sum of its raw
-    bits and the sum of their squares, each accumulated in int64 (wrapping). Enqueued right after a call returns and
-    again after the device is synchronised, it shows any write that landed after the call returned; across calls,
-    equal digests mean a replayed output. The plain sum alone could not tell outputs apart when only mantissas vary:
-    96 row sums of `torch.rand(96, 300)` (all in [128, 256)) spread it over about 1e7 values, and an H200 run of
-    2,000 timed calls had two honest evaluations in 40 rejected for outputs "repeated" that way."""
-    found: list[torch.Tensor] = []
-    tensors.describe(values, found)
-    sums = []
-    for t in found:
-        raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
-        if raw.numel() % 4 == 0:
-            raw = raw.view(torch.int32)
-        total = torch.zeros((), dtype=torch.int64, device=raw.device)
-        squares = torch.zeros((), dtype=torch.int64, device=raw.device)
-        for start in range(0, raw.numel(), FINGERPRINT_CHUNK):
-            total += torch.sum(raw[start : start + FINGERPRINT_CHUNK], dtype=torch.int64)
-        for start in range(0, raw.numel(), SQUARES_CHUNK):
-            chunk = raw[start : start + SQUARES_CHUNK].to(torch.int64)
-            squares += torch.sum(chunk * chunk)
-        sums += [total, squares]
-    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
 
 
 def _poison(specs: list[list[Any]], device: str) -> None:
@@ -202,6 +185,7 @@ class Runtime:
         self.device = job.device
         self.seq = 0
         self.kept: dict[str, Any] | None = None
+        self.retained: list[list[torch.Tensor]] = []  # outputs of timed calls chosen for a re-check
         self.model: Any = None
         self.compiled: Any = None
         self.ref_module: Any = None
@@ -212,6 +196,7 @@ class Runtime:
         self.bookkeeping = job.defences
         self.recorder = guards.LaunchRecorder()
         self.audit = guards.AuditGuard(os.getcwd())
+        self.integrity = harness_integrity()
         self.clock = CompileClock(os.path.join(os.getcwd(), COMPILE_CLOCK)) if self.role == "candidate" else None
         self.snapshot: dict[str, Any] = {}
         self.flags: dict[str, Any] = {}
@@ -233,7 +218,7 @@ class Runtime:
         """What the guards saw since the last reply (every reply carries it, failures included)."""
         flags = guards.numeric_flags()
         return {
-            "tampered": guards.changed(self.snapshot, guards.integrity_snapshot(_harness())),
+            "tampered": guards.changed(self.snapshot, self.integrity.snapshot()),
             "flags_changed": {k: [self.flags.get(k), v] for k, v in flags.items() if self.flags.get(k) != v},
             "violations": self.audit.take(),
         }
@@ -289,7 +274,7 @@ class Runtime:
             self.clock.install()
         if self.bookkeeping:
             self.flags = guards.numeric_flags()
-            self.snapshot = guards.integrity_snapshot(_harness())
+            self.snapshot = self.integrity.snapshot()
         if self.guarded:
             self.audit.install()
         if self.role == "candidate":
@@ -404,6 +389,11 @@ class Runtime:
         return out, early is not None and not torch.equal(early, fingerprint(out))
 
     def time_call(self, h: Time) -> None:
+        if h.retain_previous and self.kept is not None:
+            # A copy: an honest forward() may return the same buffer every call, which this call overwrites.
+            found: list[torch.Tensor] = []
+            tensors.describe(self.kept["output"], found)
+            self.retained.append([t.clone() for t in found])
         self.kept = None
         inputs = self._inputs(h.seed)
         model = self._model(h.variant)
@@ -473,10 +463,13 @@ class Runtime:
         )
 
     def deliver(self, h: Deliver) -> None:
-        if self.kept is None:
-            raise RuntimeError("nothing to deliver")
         found: list[torch.Tensor] = []
-        tensors.describe(self.kept[h.what], found)
+        if h.what == "retained":
+            found = self.retained[h.index]
+        elif self.kept is None:
+            raise RuntimeError("nothing to deliver")
+        else:
+            tensors.describe(self.kept[h.what], found)
         if self.device == "cpu":
             self.reply(Delivered(count=len(found)), [tensors.to_bytes(t) for t in found])
             return
@@ -492,15 +485,16 @@ class Runtime:
 
     def release(self, h: Release) -> None:
         self.kept = None
+        self.retained = []
         if h.trim and self.device == "cuda":
             _empty_cache()
         self.reply(Released())
 
 
-def _harness() -> dict[str, Any]:
-    """This module's objects for the integrity snapshot: the timers, syncs and helpers bound before the
+def harness_integrity() -> guards.Integrity:
+    """The integrity guard over this module's objects too: the timers, syncs and helpers bound before the
     candidate is imported, and every method of the runtime."""
-    return guards.harness_items(
+    return guards.Integrity(
         sys.modules[__name__],
         (
             "fingerprint",
@@ -513,8 +507,10 @@ def _harness() -> dict[str, Any]:
             "_gpu_spin",
             "_no_grad",
             "_manual_seed",
+            "_cpu_generator",
+            "_cuda_initialized",
             "_type",
-            "_harness",
+            "harness_integrity",
             "_monotonic",
             "_pwrite",
             "Runtime",

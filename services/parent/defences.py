@@ -12,6 +12,7 @@ from services import stats
 from services.errors import EarlyVerdict
 from services.parent import evidence
 from services.parent.session import Session
+from services.protocol import tensors
 from services.protocol.messages import Call, Called, Structure
 from services.schema import Measure, RuntimeStats, Verdict
 
@@ -31,10 +32,35 @@ class OffWindow:
         return stats.low_quantile(self.extras["candidate"]) - stats.low_quantile(self.extras["reference"])
 
 
-def recheck(session: Session, seed: int, cand_struct: Structure, deadline: float) -> None:
-    """Compare a timed call's output with the reference's for the same (unseen) inputs."""
-    ref_h, _ = session.ask(session.ref, Call(seed=seed), Called, deadline, "re-running the reference")
-    msg, measured = session.output_mismatch(ref_h.structures[0], cand_struct, deadline)
+@dataclass(frozen=True)
+class TimedCall:
+    """A timed call of the candidate chosen for a re-check: the seed of its inputs, its output's structure and
+    digest, and which of the copies retained in the child holds the output (None: the child's last output)."""
+
+    seed: int
+    structure: Structure
+    digest: list[int] | None
+    retained: int | None = None
+
+
+def recheck(session: Session, call: TimedCall, deadline: float) -> None:
+    """Compare a timed call's output with the reference's for the same (unseen) inputs. A retained copy, compared
+    after the measurement, must still have the digest its call reported: no later call may mend it."""
+    ref_h, _ = session.ask(session.ref, Call(seed=call.seed), Called, deadline, "re-running the reference")
+    cand_out = None
+    if call.retained is not None:
+        cand_out = session.receive(session.cand, "retained", call.structure, deadline, index=call.retained)
+        if call.digest is not None and tensors.fingerprint(cand_out).tolist() != call.digest:
+            raise session.fail(
+                "timed_output_recheck",
+                "a timed call's output changed after the call returned",
+                Verdict.REJECTED,
+                "Rejected: the output of a timed call changed after the call returned (outputs must be "
+                "complete when forward() returns and stay as they are).",
+                measured={"output_changed_after_call": True},
+                thresholds={"output_changed_after_call": False},
+            )
+    msg, measured = session.output_mismatch(ref_h.structures[0], call.structure, deadline, cand_out)
     session.release(deadline, session.ref)
     if msg is not None:
         raise session.fail(

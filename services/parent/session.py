@@ -38,6 +38,7 @@ from services.protocol.messages import (
     Deliver,
     Delivered,
     Failure,
+    Kept,
     Launches,
     Release,
     Released,
@@ -318,15 +319,18 @@ class Session:
         for child in children or (self.ref, self.cand):
             self.ask(child, Release(trim=trim), Released, deadline, "releasing tensors")
 
-    def receive(self, child: Child, what: str, structure: Structure, deadline: float) -> list[torch.Tensor]:
-        """Have a child deliver the tensors of its kept `what` into buffers this process owns."""
+    def receive(
+        self, child: Child, what: Kept, structure: Structure, deadline: float, index: int = 0
+    ) -> list[torch.Tensor]:
+        """Have a child deliver the tensors of its kept `what` (`retained`: its `index`-th) into buffers this
+        process owns."""
         specs = tensors.tensor_specs(structure)
         try:
             tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
         except ValueError as exc:
             raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
         if self.device == "cpu":
-            _, data = self.ask(child, Deliver(what=what), Delivered, deadline, f"delivering its {what}")
+            _, data = self.ask(child, Deliver(what=what, index=index), Delivered, deadline, f"delivering its {what}")
             if len(data) != len(specs):
                 raise EarlyVerdict(
                     Verdict.CRASHED, "The candidate process delivered a different number of tensors than it described."
@@ -341,19 +345,24 @@ class Session:
         with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
             bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
         descs = [tensors.share_cuda(b) for b in bufs]
-        self.ask(child, Deliver(what=what, buffers=descs), Delivered, deadline, f"delivering its {what}")
+        self.ask(child, Deliver(what=what, buffers=descs, index=index), Delivered, deadline, f"delivering its {what}")
         return bufs
 
     def output_mismatch(
-        self, ref_struct: Structure, cand_struct: Structure, deadline: float
+        self,
+        ref_struct: Structure,
+        cand_struct: Structure,
+        deadline: float,
+        cand_out: list[torch.Tensor] | None = None,
     ) -> tuple[str | None, dict[str, Measure]]:
-        """What is wrong with the candidate's kept output against the reference's (None when it matches), and
-        what the comparison measured."""
+        """What is wrong with the candidate's output (`cand_out`, else the one it kept) against the reference's
+        kept one (None when it matches), and what the comparison measured."""
         msg = structure_mismatch(ref_struct, cand_struct)
         if msg is not None:
             return msg, {"structure_matches": False}
         ref_out = self.receive(self.ref, "output", ref_struct, deadline)
-        cand_out = self.receive(self.cand, "output", cand_struct, deadline)
+        if cand_out is None:
+            cand_out = self.receive(self.cand, "output", cand_struct, deadline)
         cmp = compare_outputs(ref_out, cand_out, self.tol)
         measured: dict[str, Measure] = {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
         return (None if cmp.ok else cmp.reason), measured

@@ -21,12 +21,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from services import feedback, stats
 from services.parent import defences
 from services.parent.session import Session
-from services.protocol.messages import Structure, Time, Timed, Variant
+from services.protocol import tensors
+from services.protocol.messages import Time, Timed, Variant
 from services.sandbox import Child
 from services.schema import RuntimeStats, Verdict
 from services.settings import EvalSettings
@@ -75,16 +76,25 @@ class _Timer:
         # time would otherwise leak into the window, never the GPU time it shields.
         self.shield = 0 if session.device == "cpu" else session.settings.launch_shield_cycles
         self.count = 0
-        self.last_candidate: tuple[int, Structure] | None = None
+        self.last_candidate: defences.TimedCall | None = None
+        # Candidate calls chosen for a re-check: the one whose output the next call copies aside in the child,
+        # those copied (compared after the measurement) and the device memory the copies hold.
+        self.chosen: defences.TimedCall | None = None
+        self.retained: list[defences.TimedCall] = []
+        self.retained_bytes = 0
 
     def __call__(self, side: str, keep: bool) -> tuple[float, float]:
         s = self.session
         child, variant = self.children[side]
         self.count += 1
         seed = s.seed(self.purpose, self.count)
+        retain = side == "candidate" and self.chosen is not None
         sent = time.perf_counter()
-        command = Time(seed=seed, variant=variant, shield_cycles=self.shield)
+        command = Time(seed=seed, variant=variant, shield_cycles=self.shield, retain_previous=retain)
         h, _ = s.ask(child, command, Timed, self.deadline, f"timing ({side})")
+        if retain:
+            self.retained.append(replace(self.chosen, retained=len(self.retained)))
+            self.chosen = None
         wall_ms = (time.perf_counter() - sent) * 1e3
         if not h.covered and self.shield:
             self.uncovered[side] += keep
@@ -103,14 +113,33 @@ class _Timer:
         if side == "candidate":
             s.guard_process("a timed call", processes=False)
             s.require_launches(h.launches, "a timed call")
-            self.last_candidate = (seed, h.structure)
+            self.last_candidate = defences.TimedCall(seed, h.structure, h.digest)
             if keep and s.defended and s.rng.random() < s.settings.recheck_fraction:
-                defences.recheck(s, seed, h.structure, self.deadline)
+                self._choose(self.last_candidate)
         if keep:
             self.samples[side].append(h.ms)
             self.overheads[side].append(wall_ms - h.ms)
             self.extras[side].append(h.sync_extra_ms)
         return wall_ms - h.ms, h.sync_extra_ms
+
+    def _choose(self, call: defences.TimedCall) -> None:
+        """Re-check this call: after the measurement, from a copy the child makes before the next call, while
+        the copies fit their memory budget; else now, inside the measurement."""
+        size = tensors.nbytes(call.structure)
+        if self.retained_bytes + size <= self.session.settings.recheck_retain_mb * 2**20:
+            self.retained_bytes += size
+            self.chosen = call
+        else:
+            defences.recheck(self.session, call, self.deadline)
+
+    def recheck_all(self) -> None:
+        """The chosen calls and the last one, compared with the reference's outputs (once the slot is released,
+        as other evaluations' GPU work may run beside it). A chosen call that no later call followed is the last."""
+        for call in self.retained:
+            defences.recheck(self.session, call, self.deadline)
+        defences.recheck(self.session, self.last_candidate, self.deadline)
+        if self.retained:
+            self.session.release(self.deadline, self.session.cand)
 
     def warm_up(self, warm_ms: float, cap_s: float) -> int:
         """Calls by time on every side before any sample counts; returns the block length: about 25 ms of the
@@ -171,9 +200,6 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
         lap("revalidation")
         timer.sample([side for side in plan.sides if side not in accepted], block, min_calls, plan.cap_s)
         lap("sampling")
-        if session.defended:
-            defences.recheck(session, *timer.last_candidate, deadline)
-            defences.distinct_outputs(session)
         calls = defences.OffWindow(timer.overheads, timer.extras)
         if defences.off_window_suspect(session, calls, stats.summarize(timer.samples["candidate"]), cpu):
             # Confirm on fresh calls, reference and candidate alternating, before rejecting: a neighbour's
@@ -185,6 +211,9 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
                     calls.overheads[side].append(over)
                     calls.extras[side].append(extra)
         lap("checks")
+    if session.defended:
+        timer.recheck_all()
+        defences.distinct_outputs(session)
     session.guard_process("the timed calls")
     defences.wall_clock_checks(session, calls, stats.summarize(timer.samples["candidate"]), cpu)
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]

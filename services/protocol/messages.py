@@ -30,7 +30,7 @@ from services.errors import ProtocolError
 from services.schema import PROTOCOL_VERSION
 
 Variant = Literal["eager", "compiled"]
-Kept = Literal["output", "output2", "inputs"]
+Kept = Literal["output", "output2", "inputs", "retained"]
 Structure = dict[str, Any]  # services.protocol.tensors.describe's JSON description of a value
 Launches = dict[str, int]  # the candidate's own kernels launched by one forward call, by name
 COMPILE_CLOCK = ".kg_compile_clock"
@@ -93,6 +93,9 @@ class Time(Command):
     seed: int
     variant: Variant = "eager"
     shield_cycles: int = 0
+    # First copy the previous timed call's output aside: the parent chose that call for a re-check after it
+    # returned, and compares it once the timing slot is released.
+    retain_previous: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,18 +108,20 @@ class Profile(Command):
 
 @dataclass(frozen=True)
 class Deliver(Command):
-    """Hand over the tensors kept from the last call: as payloads (CPU) or copied into the parent's `buffers`
-    (CUDA IPC descriptors from `services.protocol.tensors.share_cuda`)."""
+    """Hand over the tensors kept from the last call (`retained`: the `index`-th output copied aside by
+    `Time.retain_previous`): as payloads (CPU) or copied into the parent's `buffers` (CUDA IPC descriptors from
+    `services.protocol.tensors.share_cuda`)."""
 
     cmd: ClassVar[str] = "deliver"
     what: Kept
     buffers: list[dict[str, Any]] | None = None
+    index: int = 0
 
 
 @dataclass(frozen=True)
 class Release(Command):
-    """Drop the tensors kept from the last call; `trim` also returns the child's cached device memory, so that
-    more children fit beside it (a KernelBench reference at its published sizes holds ~28 GB)."""
+    """Drop the tensors kept from the last call and those retained; `trim` also returns the child's cached device
+    memory, so that more children fit beside it (a KernelBench reference at its published sizes holds ~28 GB)."""
 
     cmd: ClassVar[str] = "release"
     trim: bool = False

@@ -31,6 +31,8 @@ _DTYPES = {
     )
 }
 _SCALARS = (bool, int, float, type(None))
+FINGERPRINT_CHUNK = 1 << 26
+SQUARES_CHUNK = 1 << 22  # elements per int64 temporary of the second moment (32 MB)
 _T = torch.Tensor
 
 
@@ -158,3 +160,40 @@ def _b64(b: bytes | None) -> str | None:
 
 def _unb64(s: str | None) -> bytes | None:
     return None if s is None else base64.b64decode(s)
+
+
+def fingerprint(values: Any) -> torch.Tensor:
+    """A content digest of every tensor in `values`, left on the device (no sync): per tensor, the sum of its raw
+    bits and the sum of their squares, each accumulated in int64 (wrapping). Enqueued right after a call returns and
+    again after the device is synchronised, it shows any write that landed after the call returned; across calls,
+    equal digests mean a replayed output. The plain sum alone could not tell outputs apart when only mantissas vary:
+    96 row sums of `torch.rand(96, 300)` (all in [128, 256)) spread it over about 1e7 values, and an H200 run of
+    2,000 timed calls had two honest evaluations in 40 rejected for outputs "repeated" that way. The parent
+    recomputes it over a re-checked output delivered after its call, to see that nothing changed it since."""
+    found: list[torch.Tensor] = []
+    describe(values, found)
+    sums = []
+    for t in found:
+        raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
+        if raw.numel() % 4 == 0:
+            raw = raw.view(torch.int32)
+        sums += [_chunked(raw, FINGERPRINT_CHUNK, _sum_int64), _chunked(raw, SQUARES_CHUNK, _sum_of_squares)]
+    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
+
+
+def _sum_int64(chunk: torch.Tensor) -> torch.Tensor:
+    return torch.sum(chunk, dtype=torch.int64)
+
+
+def _sum_of_squares(chunk: torch.Tensor) -> torch.Tensor:
+    wide = chunk.to(torch.int64)
+    return torch.sum(wide * wide)
+
+
+def _chunked(raw: torch.Tensor, size: int, reduce: Any) -> torch.Tensor:
+    """`reduce` over chunks of `size` elements, summed in int64 (wrapping): bounded temporaries for large
+    tensors, and no extra launches for the usual one-chunk output (the digest runs twice per timed call)."""
+    parts = [reduce(raw[start : start + size]) for start in range(0, raw.numel(), size)]
+    if len(parts) == 1:
+        return parts[0]
+    return torch.stack(parts).sum() if parts else torch.zeros((), dtype=torch.int64, device=raw.device)
