@@ -16,9 +16,10 @@ from gym_common.settings import ServiceSettings
 
 log = logging.getLogger("kernelgym.worker")
 
-# Cores one evaluation in flight keeps busy at its peak: the candidate child compiling, the parent and the
-# reference child comparing (warm children starting in the background use the rest).
-CORES_PER_EVALUATION = 2
+# Cores per evaluation in flight: the candidate child compiling, the parent and the reference child comparing,
+# warm children starting in the background. On 16 cores of an H200 host 4 in flight gave the most evaluations a
+# minute and 6 or 8 fewer (docs/benchmarks.md, session 14).
+CORES_PER_EVALUATION = 4
 
 
 def gpu_memory_mb(gpu: int | None) -> int | None:

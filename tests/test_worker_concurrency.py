@@ -32,7 +32,7 @@ def test_the_default_is_bounded_by_the_cores(monkeypatch):
     monkeypatch.delenv("KERNELGYM_WORKER_CONCURRENCY", raising=False)
     cores = len(os.sched_getaffinity(0))
     n = concurrency(ServiceSettings(), "cpu", None)
-    assert n == min(8, max(1, cores // CORES_PER_EVALUATION))
+    assert n == min(ServiceSettings().worker_concurrency, max(1, cores // CORES_PER_EVALUATION))
 
 
 def test_the_default_is_bounded_by_the_gpu_memory(nvidia_smi, monkeypatch):
