@@ -4,10 +4,10 @@
 # makes some), and a failing or timed-out step does not stop the next; OUT/summary.tsv lists step, exit
 # status and seconds. Run from the repository root with the project importable (PYTHONPATH or an install).
 #
-#   bench/gpu_acceptance.sh 1 "$OUT"   # service throughput, bundled problems: serial, pipelined with children
-#                                      # exec'd and forked (KERNELGYM_FORK_CHILDREN), each without and with the
-#                                      # compiler child (KERNELGYM_PRECOMPILE), in one run; the serial mode's
-#                                      # reference timings serve the pipelined modes
+#   bench/gpu_acceptance.sh 1 "$OUT"   # service throughput, bundled problems: serial (3 candidates a problem,
+#                                      # so that the per-problem comparison is not one sample's noise) and
+#                                      # pipelined at the worker's default and at 8 in flight, in one run; the
+#                                      # serial mode's reference timings serve the pipelined modes
 #   bench/gpu_acceptance.sh 2 "$OUT"   # the 500-evaluation soak through the service, one worker per GPU of
 #                                      # GPUS (comma-separated indices, default 0)
 #   bench/gpu_acceptance.sh 3 "$OUT"   # the hack corpus and honest controls, both shards
@@ -45,7 +45,7 @@ step() {  # step NAME LIMIT_S COMMAND...
 
 case $part in
 1)
-    step throughput 570 "$py" bench/service_throughput.py --serial 1 --pipelined 3 --precompile 0,1 --fork 0,1 \
+    step throughput 570 "$py" bench/service_throughput.py --serial 3 --pipelined 4 --concurrency default,8 \
         --share-references --logs "$out/throughput-logs"
     ;;
 2)
