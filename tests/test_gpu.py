@@ -277,3 +277,27 @@ def test_seeding_the_generators_directly_draws_what_torch_manual_seed_draws():
         seed_with(1234)
         draws.append((torch.rand(5, device="cuda").cpu(), torch.rand(5), torch.randn(3, device="cuda").cpu()))
     assert all(torch.equal(a, b) for a, b in zip(*draws, strict=True))
+
+
+def test_an_honest_kernel_with_a_gigabytes_output_is_not_taken_for_side_stream_work(evaluator):
+    # The output digest the harness enqueues behind each timed call's end event takes milliseconds on 4 GB; timed
+    # as work left on another stream, it got honest KernelBench kernels at published sizes rejected.
+    reference = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.rand(16384, 65536) - 0.5]
+
+
+def get_init_inputs():
+    return []
+"""
+    result = evaluator.evaluate(Problem(id="relu_4gb", source=reference), bundled_source("level1/1_ReLU"), CUDA)
+    assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
