@@ -191,7 +191,7 @@ class Integrity:
             (
                 "torch.cuda",
                 torch.cuda,
-                ("synchronize", "Event", "current_stream", "default_stream", "Stream", "_sleep"),
+                ("synchronize", "Event", "current_stream", "default_stream", "Stream", "_sleep", "default_generators"),
             ),
             (
                 "torch",
