@@ -33,8 +33,8 @@ references nobody has timed, as an RL step does when its prompts are new, and on
 each reference (in several processes) while that problem's other candidates wait for its figure.
 Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went), one JSON line
 per mode (evaluations per minute, verdicts, phase medians, the share of the wall time the timing slot was held
-and the median wait for it, per-problem speedups) and a summary: the ratio to serial and, per problem, how far the
-pipelined median speedup is from the serial one.
+and the median wait for it, the requests to the children by kind, per-problem speedups) and a summary: the
+ratio to serial and, per problem, how far the pipelined median speedup is from the serial one.
 """
 
 from __future__ import annotations
@@ -139,6 +139,20 @@ def gpu_requests(slot: list[dict]) -> dict:
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]["median_s"]))
 
 
+def requests_by_kind(slot: list[dict]) -> dict:
+    """Where an evaluation's time outside its measurement goes: per kind of request to a child (child and
+    command), the median count and seconds per evaluation (waits for GPU turns excluded), most seconds first."""
+    kinds = sorted({kind for e in slot for kind in e.get("requests", {})})
+    rows = {}
+    for kind in kinds:
+        per = [e.get("requests", {}).get(kind, {"n": 0, "s": 0.0}) for e in slot]
+        rows[kind] = {
+            "n_median": statistics.median(r["n"] for r in per),
+            "s_median": round(statistics.median(r["s"] for r in per), 4),
+        }
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]["s_median"]))
+
+
 def precompile_passes(slot: list[dict]) -> dict | None:
     """What the compiler child did for each evaluation (services.parent.precompile), from the worker's log."""
     passes = [e["precompile"] for e in slot if "precompile" in e]
@@ -230,6 +244,7 @@ def run_mode(
             "long_holds": long_holds(slot),
             "longest_gpu_requests": gpu_requests(slot),
         },
+        "requests": requests_by_kind(slot),
         "precompile": precompile_passes(slot),
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},

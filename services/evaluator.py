@@ -57,7 +57,10 @@ class Evaluator:
         self.timing_slot = TimingSlot(Path(lock), self.settings.device_lock_gather_s) if lock else None
         self._mem_pool: Any = None
         self._current: Session | None = None
-        self.last_precompile: PrecompileOutcome | None = None  # the last evaluation's, for the worker's log
+        # The last evaluation's, for the worker's log: what the compiler child did, and the requests to the
+        # children by child and command (Session.requests).
+        self.last_precompile: PrecompileOutcome | None = None
+        self.last_requests: dict[str, list[float]] = {}
 
     def evaluate(
         self,
@@ -78,6 +81,7 @@ class Evaluator:
         finally:
             self._current = None
             self.last_precompile = session.precompiled
+            self.last_requests = session.requests
 
     def cancel(self) -> bool:
         """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` raises

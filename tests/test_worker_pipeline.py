@@ -113,6 +113,9 @@ def test_a_cancelled_holder_frees_the_slot_the_other_evaluation_waits_for(pipeli
     assert figures["problem_id"] == RELU
     assert 0 <= figures["timing_slot_drain_s"] <= figures["timing_slot_wait_s"]
     assert figures["longest_gpu_request"]["s"] > 0 and figures["longest_gpu_request"]["what"]
+    # And where its time went, by request: each timed call is one request (warm-up calls included).
+    assert figures["requests"]["candidate.time"]["n"] >= figures["timed_calls"]["candidate"]
+    assert figures["requests"]["reference.call"]["n"] >= 1 and figures["requests"]["candidate.call"]["s"] > 0
 
 
 def test_a_sigkilled_holder_frees_the_slot_and_each_evaluation_is_reported_once(pipelined):
