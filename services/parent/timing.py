@@ -14,6 +14,10 @@ Each call's window opens behind a GPU spin (the launch shield) so the host's lau
 the child reports whether forward() returned while the spin still ran, and a call that outlasted it doubles the
 spin for every side's later calls (up to a cap). Without that, host time leaks into some calls of a
 microsecond-scale kernel and its median never settles.
+
+The candidate's outputs are re-checked against the reference's on a random tenth of its timed calls, chosen after
+each call returned, and on the last: from copies the child makes before the next call, compared once the slot is
+released (services.parent.defences.recheck), so the measurement holds the device for the timed calls alone.
 """
 
 from __future__ import annotations
