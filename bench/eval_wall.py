@@ -76,8 +76,8 @@ def run(evaluator: Evaluator, jobs: list[tuple], options: EvalOptions, store: Ti
             "reused": result.timings_from_cache,
             "gpu": result.environment.gpu_name,
             "failed": [f"{c.name}: {c.detail}" for c in result.failed_checks()],
-            # Requests to the children by child and command: [count, seconds without waits for GPU turns].
-            "requests": {kind: [n, round(s, 4)] for kind, (n, s) in evaluator.last_requests.items()},
+            # Requests to the children by child and command: count, seconds without waits for GPU turns.
+            "requests": evaluator.last_requests,
         }
         print(json.dumps(row), flush=True)
         rows.append(row)

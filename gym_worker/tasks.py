@@ -229,7 +229,7 @@ class WorkerState:
                 },
                 **(timing_figures(outcome) if isinstance(outcome, EvalResult) else {}),
                 **precompile_figures(self.evaluator.last_precompile),
-                "requests": {kind: {"n": n, "s": round(t, 4)} for kind, (n, t) in self.evaluator.last_requests.items()},
+                "requests": self.evaluator.last_requests,
             },
         )
 

@@ -60,7 +60,7 @@ class Evaluator:
         # The last evaluation's, for the worker's log: what the compiler child did, and the requests to the
         # children by child and command (Session.requests).
         self.last_precompile: PrecompileOutcome | None = None
-        self.last_requests: dict[str, list[float]] = {}
+        self.last_requests: dict[str, dict[str, float]] = {}
 
     def evaluate(
         self,
@@ -81,7 +81,7 @@ class Evaluator:
         finally:
             self._current = None
             self.last_precompile = session.precompiled
-            self.last_requests = session.requests
+            self.last_requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in session.requests.items()}
 
     def cancel(self) -> bool:
         """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` raises

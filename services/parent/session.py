@@ -158,9 +158,9 @@ class Session:
         self.compile_total_s = 0.0  # the candidate child's compile time so far, as it reports it
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
         self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
-        # "<child>.<command>" -> [requests, seconds from sending to the reply, waits for GPU turns excluded]:
-        # where the evaluation's time goes outside its measurement (the worker logs it).
-        self.requests: dict[str, list[float]] = {}
+        # "<child>.<command>" -> {"n": requests, "s": seconds from sending to the reply, waits for GPU turns
+        # excluded}: where the evaluation's time goes outside its measurement (the worker logs it).
+        self.requests: dict[str, dict[str, float]] = {}
         self._receive_pool = receive_pool
         self.slot: TimingSlot | _Unshared = slot or _Unshared()
 
@@ -266,9 +266,11 @@ class Session:
                 wait = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
                 sent = time.monotonic()
                 header, data = child.request(command_header(command), wait, payloads)
-                tally = self.requests.setdefault(f"{'reference' if is_ref else 'candidate'}.{command.cmd}", [0, 0.0])
-                tally[0] += 1
-                tally[1] += time.monotonic() - sent
+                tally = self.requests.setdefault(
+                    f"{'reference' if is_ref else 'candidate'}.{command.cmd}", {"n": 0, "s": 0.0}
+                )
+                tally["n"] += 1
+                tally["s"] += time.monotonic() - sent
             reply = decode_reply(expect, header)
         except ChildTimedOut:
             self.stop_if_cancelled()
