@@ -153,6 +153,16 @@ def requests_by_kind(slot: list[dict]) -> dict:
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]["s_median"]))
 
 
+def not_passed(jobs: list[tuple[str, dict]], finished: list) -> list[dict]:
+    """Each evaluation that did not pass (every candidate is honest): its problem, status or verdict, and the first
+    lines of why, so that a failing mode says what failed without its logs."""
+    return [
+        {"label": label, "outcome": e.verdict or e.status, "why": e.feedback[:400]}
+        for (label, _), e in zip(jobs, finished, strict=True)
+        if e.verdict != "passed"
+    ]
+
+
 def precompile_passes(slot: list[dict]) -> dict | None:
     """What the compiler child did for each evaluation (services.parent.precompile), from the worker's log."""
     passes = [e["precompile"] for e in slot if "precompile" in e]
@@ -235,12 +245,15 @@ def run_mode(
         "wall_s": round(wall, 2),
         "per_minute": round(60 * len(jobs) / wall, 2),
         "verdicts": verdicts,
+        "not_passed": not_passed(jobs, finished),
         "timing_slot": {
             "busy_fraction": round(sum(e["timing_slot_held_s"] for e in slot) / wall, 3),
             "wait_median_s": round(statistics.median(e["timing_slot_wait_s"] for e in slot), 3),
             "held_median_s": round(statistics.median(e["timing_slot_held_s"] for e in slot), 3),
             "drain_wait_median_s": round(statistics.median(e["timing_slot_drain_s"] for e in slot), 3),
             "gpu_work_wait_median_s": round(statistics.median(e["gpu_wait_s"] for e in slot), 3),
+            "retried_alone": sum(e.get("retried_alone", False) for e in slot),
+            "alone_wait_s": round(sum(e.get("alone_wait_s", 0.0) for e in slot), 1),
             "long_holds": long_holds(slot),
             "longest_gpu_requests": gpu_requests(slot),
         },

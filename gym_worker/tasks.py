@@ -223,6 +223,9 @@ class WorkerState:
                 "timing_slot_held_s": round(self.slot.held_s, 3),
                 "timing_slot_drain_s": round(self.slot.drained_s, 3),
                 "gpu_wait_s": round(self.slot.shared_waited_s, 3),
+                # ran out of device memory beside other evaluations and ran again with the device to itself
+                "retried_alone": self.evaluator.last_retried_alone,
+                "alone_wait_s": round(self.slot.alone_waited_s, 3),
                 "longest_gpu_request": {
                     "s": round(self.slot.longest_shared[0], 3),
                     "what": self.slot.longest_shared[1],

@@ -13,6 +13,15 @@ UUID: `KERNELGYM_WORKER_DEVICE_ID`), shared by every process on the host that op
 - `<device>.use`: GPU work outside measurements (a request to a child: load, compile, correctness, checks)
   holds it shared; the measuring evaluation takes it exclusively once the requests in flight have ended.
 
+Memory is not taken in turns: the evaluations in flight share the device's memory, and problems with large
+tensors can exhaust it together where each alone fits. Two more files give an evaluation that ran out of memory
+beside others the device to itself for one more attempt (services.evaluator):
+
+- `<device>.room`: every evaluation holds it shared from its first request to its end (`occupy`); the one that
+  needs the device alone takes it exclusively (`alone`), which waits for the evaluations in flight to end;
+- `<device>.door`: taken exclusively for a moment before entering `.room`, and held by `alone` while it waits,
+  so that new evaluations queue behind it instead of starving it.
+
 A measurement waits for every request in flight (the device idles meanwhile), so what holds `.use` should be GPU
 work: a child creating its CUDA context (seconds under load) does it outside. The profiler
 (services.parent.profile) is such a request, not a measurement: its coverage figure is a ratio of its own kernels'
@@ -52,6 +61,8 @@ class TimingSlot:
         self.gather_s = gather_s
         self.want = path.with_suffix(".want")
         self.use = path.with_suffix(".use")
+        self.room = path.with_suffix(".room")
+        self.door = path.with_suffix(".door")
         path.parent.mkdir(parents=True, exist_ok=True)
         self._cancelled = threading.Event()
         self._measuring = False
@@ -61,11 +72,12 @@ class TimingSlot:
         # the device may have had to wait for).
         self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
         self.longest_shared: tuple[float, str] = (0.0, "")
+        self.alone_waited_s = 0.0  # waiting for the device to itself (`alone`)
 
     def reset(self) -> None:
         """A new evaluation starts: forget an earlier cancellation and the last figures."""
         self._cancelled.clear()
-        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
+        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = self.alone_waited_s = 0.0
         self.longest_shared = (0.0, "")
 
     def cancel(self) -> None:
@@ -110,6 +122,26 @@ class TimingSlot:
             os.close(use)  # releases the lock
             if held is not None:
                 self.longest_shared = max(self.longest_shared, (time.monotonic() - held, what))
+
+    @contextlib.contextmanager
+    def occupy(self) -> Iterator[None]:
+        """One evaluation's stay on the device (its memory shared with the others'); waits while an evaluation
+        waits for or has the device to itself."""
+        room = self._open(self.room)
+        try:
+            with self._locked(self.door, fcntl.LOCK_EX):
+                fcntl.flock(room, fcntl.LOCK_SH)  # at once: nobody holds it exclusively without the door
+            yield
+        finally:
+            os.close(room)
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """The device to this evaluation only: the evaluations in flight end first, new ones wait."""
+        t0 = time.monotonic()
+        with self._locked(self.door, fcntl.LOCK_EX), self._locked(self.room, fcntl.LOCK_EX):
+            self.alone_waited_s += time.monotonic() - t0
+            yield
 
     def _gather(self, until: float) -> None:
         """Before stopping other evaluations' requests: let them run on until the device is idle, another

@@ -24,6 +24,11 @@ class InfrastructureFault(EvaluationError):
     or no device where one was expected. Only this counts towards quarantining a GPU."""
 
 
+class DeviceMemoryShort(EvaluationError):
+    """The device ran out of memory while other evaluations shared it: neither the candidate's fault nor the
+    problem's, nor a fault of the machine. The evaluator runs the evaluation again with the device to itself."""
+
+
 class EvaluationCancelled(EvaluationError):
     """`Evaluator.cancel()` stopped the evaluation; the caller discards the outcome."""
 

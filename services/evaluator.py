@@ -13,7 +13,7 @@ import os
 import platform
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ import triton
 
 from services import feedback, timing_cache
 from services.device_lock import TimingSlot
-from services.errors import EarlyVerdict, InfrastructureFault
+from services.errors import DeviceMemoryShort, EarlyVerdict, InfrastructureFault, ReferenceFailed
 from services.hidden_shapes import shape_generality
 from services.parent.correctness import CorrectnessOutcome, correctness, hidden_sizes
 from services.parent.defences import plausibility, record_silent_guards
@@ -61,6 +61,7 @@ class Evaluator:
         # children by child and command (Session.requests).
         self.last_precompile: PrecompileOutcome | None = None
         self.last_requests: dict[str, dict[str, float]] = {}
+        self.last_retried_alone = False  # it ran out of memory beside others and ran again alone
 
     def evaluate(
         self,
@@ -69,19 +70,54 @@ class Evaluator:
         options: EvalOptions | None = None,
         timings: TimingStore | None = None,
     ) -> EvalResult:
-        """`timings` keeps reference timings between evaluations (see `services.timing_cache`)."""
+        """`timings` keeps reference timings between evaluations (see `services.timing_cache`). An evaluation
+        that ran out of device memory beside others' runs once more with the device to itself."""
         options = options or EvalOptions()
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device == "cuda" and not torch.cuda.is_available():
             raise InfrastructureFault("device 'cuda' requested but no CUDA device is available")
-        session = Session(self.settings, options, device, self.receive_pool, self.timing_slot)
+        slot = self.timing_slot if device == "cuda" else None
+        self.last_retried_alone = False
+        if slot is None:
+            return self._attempt(problem, candidate_source, options, device, timings, None)
+        try:
+            return self._attempt(problem, candidate_source, options, device, timings, slot)
+        except DeviceMemoryShort:
+            self.last_retried_alone = True
+            with slot.alone():
+                return self._attempt(problem, candidate_source, options, device, timings, None)
+
+    def _attempt(
+        self,
+        problem: Problem,
+        candidate_source: str,
+        options: EvalOptions,
+        device: str,
+        timings: TimingStore | None,
+        sharing: TimingSlot | None,
+    ) -> EvalResult:
+        """One run of the stages; `sharing`: the slot whose device other evaluations' memory may fill."""
+        session = Session(
+            self.settings, options, device, self.receive_pool, self.timing_slot, memory_shared=sharing is not None
+        )
         self._current = session
         try:
-            return _run(session, self.pool, problem, candidate_source, timings)
+            with sharing.occupy() if sharing is not None else nullcontext():
+                return _run(session, self.pool, problem, candidate_source, timings)
+        except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
+            if sharing is not None:
+                raise DeviceMemoryShort("the device ran out of memory for the parent's buffers") from exc
+            raise ReferenceFailed(
+                "the device's memory cannot hold this evaluation's tensors, with the device to itself: "
+                f"{str(exc).splitlines()[0]}"
+            ) from None
         finally:
             self._current = None
             self.last_precompile = session.precompiled
             self.last_requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in session.requests.items()}
+            if device == "cuda":  # what the parent received goes back to the device, not to an idle cache
+                self._mem_pool = None
+                torch.cuda.empty_cache()
 
     def cancel(self) -> bool:
         """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` raises

@@ -239,3 +239,54 @@ def test_a_measurement_cancelled_while_it_gathers_gives_up(tmp_path):
         with pytest.raises(EvaluationCancelled), slot():
             pass
         assert time.monotonic() - t0 < 2.0
+
+
+def test_an_evaluation_alone_on_the_device_waits_for_those_in_flight_and_new_ones_wait_for_it(tmp_path):
+    first, lone, late = (TimingSlot(tmp_path / "gpu-x.lock") for _ in range(3))  # three processes' evaluations
+    log: list[str] = []
+    entered, leave = threading.Event(), threading.Event()
+
+    def in_flight() -> None:
+        with first.occupy():
+            entered.set()
+            leave.wait(5)
+            log.append("in flight ends")
+
+    def alone() -> None:
+        with lone.alone():
+            log.append("alone")
+            time.sleep(0.2)
+            log.append("alone ends")
+
+    def arrives_later() -> None:  # while the lone one waits: it must not starve it
+        with late.occupy():
+            log.append("late")
+
+    threads = [
+        threading.Thread(target=in_flight),
+        threading.Thread(target=alone),
+        threading.Thread(target=arrives_later),
+    ]
+    threads[0].start()
+    assert entered.wait(5)
+    threads[1].start()
+    time.sleep(0.2)
+    threads[2].start()
+    time.sleep(0.2)
+    assert log == []
+    leave.set()
+    for t in threads:
+        t.join(5)
+    assert log == ["in flight ends", "alone", "alone ends", "late"]
+    assert lone.alone_waited_s >= 0.3
+
+
+def test_a_cancelled_wait_to_be_alone_on_the_device_gives_up(tmp_path):
+    slot, other = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")
+    with other.occupy():
+        threading.Timer(0.3, slot.cancel).start()
+        with pytest.raises(EvaluationCancelled), slot.alone():
+            pass
+    slot.reset()
+    with slot.alone():  # nothing left held
+        pass

@@ -4,6 +4,7 @@ timing attacks that only a GPU can express are caught. Skipped without CUDA."""
 from __future__ import annotations
 
 import re
+import threading
 import time
 
 import pytest
@@ -301,3 +302,34 @@ def get_init_inputs():
 """
     result = evaluator.evaluate(Problem(id="relu_4gb", source=reference), bundled_source("level1/1_ReLU"), CUDA)
     assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
+
+
+def test_an_evaluation_out_of_memory_beside_another_runs_again_with_the_device_to_itself(relu, tmp_path):
+    # Pipelined evaluations share the device's memory: KernelBench problems at published sizes exhausted an
+    # H200 three at a time. Running out beside another is no one's fault; alone, the candidate's buffer fits.
+    from services.device_lock import TimingSlot
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    lock = tmp_path / "gpu.lock"
+    body = "scratch = torch.empty(8 << 30, dtype=torch.uint8, device=x.device)\nreturn triton_relu(x)"
+    with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, device_lock=str(lock))) as ev:
+        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED  # warm
+        neighbour, inside, leave = TimingSlot(lock), threading.Event(), threading.Event()
+
+        def other_evaluation() -> None:  # holds all but 4 GiB of the device until told to leave
+            with neighbour.occupy():
+                hog = torch.empty(torch.cuda.mem_get_info()[0] - (4 << 30), dtype=torch.uint8, device="cuda")
+                inside.set()
+                leave.wait(60)
+                del hog
+                torch.cuda.empty_cache()
+
+        other = threading.Thread(target=other_evaluation)
+        other.start()
+        assert inside.wait(30)
+        threading.Timer(5.0, leave.set).start()
+        result = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
+        other.join(60)
+        assert result.verdict is Verdict.PASSED, result.feedback
+        assert ev.last_retried_alone and ev.timing_slot.alone_waited_s > 0.5

@@ -55,6 +55,7 @@ _manual_seed = torch.manual_seed
 _cpu_generator = torch.default_generator
 _cuda_initialized = torch.cuda.is_initialized
 _Tensor = torch.Tensor
+_OutOfMemory = torch.OutOfMemoryError
 _type = type
 fingerprint = tensors.fingerprint
 
@@ -67,6 +68,7 @@ class CandidateError(Exception):
         self.kind = kind
         self.context = context
         self.tb = "".join(traceback.format_exception(exc))
+        self.out_of_memory = isinstance(exc, _OutOfMemory)
 
 
 def _classify(exc: BaseException) -> str:
@@ -242,13 +244,16 @@ class Runtime:
                 with _no_grad():
                     handlers[_type(command)](command)
             except CandidateError as exc:
-                self.reply(Failure(error=exc.kind, context=exc.context, traceback=exc.tb))
+                self.reply(
+                    Failure(error=exc.kind, context=exc.context, traceback=exc.tb, out_of_memory=exc.out_of_memory)
+                )
             except Exception as exc:  # a harness failure is reported, never silently swallowed
                 self.reply(
                     Failure(
                         error="internal",
                         context=f"harness error in {command.cmd}",
                         traceback="".join(traceback.format_exception(exc)),
+                        out_of_memory=isinstance(exc, _OutOfMemory),
                     )
                 )
 

@@ -24,6 +24,7 @@ from services.device_lock import TimingSlot
 from services.errors import (
     ChildDied,
     ChildTimedOut,
+    DeviceMemoryShort,
     EarlyVerdict,
     EvaluationCancelled,
     ProtocolError,
@@ -138,6 +139,7 @@ class Session:
         device: str,
         receive_pool: Callable[[], Any],
         slot: TimingSlot | None = None,
+        memory_shared: bool = False,
     ):
         self.settings = settings
         self.options = options
@@ -163,6 +165,8 @@ class Session:
         self.requests: dict[str, dict[str, float]] = {}
         self._receive_pool = receive_pool
         self.slot: TimingSlot | _Unshared = slot or _Unshared()
+        # Other evaluations may hold the device's memory: running out of it is then no child's fault.
+        self.memory_shared = memory_shared
 
     # -- secrets and records -----------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
@@ -316,6 +320,8 @@ class Session:
         if isinstance(reply, Failure):
             tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
             context = reply.context or what
+            if reply.out_of_memory and self.memory_shared:
+                raise DeviceMemoryShort(f"the device ran out of memory while {context}")
             if is_ref or reply.error == "reference_error":
                 who = "reference" if is_ref else "candidate"
                 raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")

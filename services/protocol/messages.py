@@ -189,6 +189,7 @@ class Failure(Reply):
     error: Literal["compile_error", "runtime_error", "reference_error", "internal"] = "internal"
     context: str = ""
     traceback: str = ""
+    out_of_memory: bool = False  # the exception was torch.OutOfMemoryError (the device's memory, maybe shared)
 
 
 @dataclass(frozen=True)
