@@ -72,6 +72,16 @@ def test_phases_split_the_devices_hold_and_what_the_start_waited_for_and_report_
     assert 0 <= phases["start_ready_wait"] + phases["start_drain"] <= phases["start"]
 
 
+def test_each_stage_releases_a_childs_tensors_once_not_after_every_call(evaluator, relu):
+    # On a shared GPU every request waits for its turn while another evaluation measures; a child's next Call
+    # drops what it kept anyway, so releases between trials and between re-checks were requests for nothing.
+    result = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU)
+    assert result.verdict is Verdict.PASSED
+    releases = {side: evaluator.last_requests[f"{side}.release"]["n"] for side in ("reference", "candidate")}
+    calls = evaluator.last_requests["reference.call"]["n"]
+    assert releases["reference"] <= 4 < calls and releases["candidate"] <= 4, (releases, evaluator.last_requests)
+
+
 def test_wrong_values_are_incorrect_with_mismatch_feedback(evaluator, relu):
     result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x) + 1e-2"), NO_TIMING)
     assert result.verdict is Verdict.INCORRECT

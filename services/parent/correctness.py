@@ -110,7 +110,9 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
                     "uninitialised memory or a race between programs.",
                 )
         del ref_out, cand_out
-        session.release(deadline)
+    # Once: each trial's Call drops what the child kept from the last before it runs, so a release between
+    # trials would only cost a request (and, on a shared GPU, a wait for its turn).
+    session.release(deadline)
     out.summary = _summary(summary, trials, trials, atol, rtol)
     session.check("outputs_match", True, f"{trials}/{trials} trials within tolerance")
     out.text = (
@@ -153,7 +155,6 @@ def hidden_sizes(session: Session, reference_source: str, why: str, out: Correct
         session.guard_process(what)
         session.require_launches(cand_h.launches, what)
         msg, measured = session.output_mismatch(ref_struct, cand_h.structures[0], deadline)
-        session.release(deadline)
         if msg is not None:
             raise session.fail(
                 "hidden_sizes",
@@ -165,6 +166,7 @@ def hidden_sizes(session: Session, reference_source: str, why: str, out: Correct
                 session.tolerance_of(ref_struct),
             )
         checked.append(shown)
+    session.release(deadline)
     session.check(
         "hidden_sizes",
         True,

@@ -61,7 +61,6 @@ def recheck(session: Session, call: TimedCall, deadline: float) -> None:
                 thresholds={"output_changed_after_call": False},
             )
     msg, measured = session.output_mismatch(ref_h.structures[0], call.structure, deadline, cand_out)
-    session.release(deadline, session.ref)
     if msg is not None:
         raise session.fail(
             "timed_output_recheck",

@@ -142,8 +142,11 @@ class _Timer:
         for call in self.retained:
             defences.recheck(self.session, call, self.deadline)
         defences.recheck(self.session, self.last_candidate, self.deadline)
-        if self.retained:
-            self.session.release(self.deadline, self.session.cand)
+        # Once for all re-checks (each reference Call drops what the last one kept), the candidate's only where it
+        # holds copies.
+        self.session.release(
+            self.deadline, *((self.session.ref, self.session.cand) if self.retained else (self.session.ref,))
+        )
 
     def warm_up(self, warm_ms: float, cap_s: float) -> int:
         """Calls by time on every side before any sample counts; returns the block length: about 25 ms of the
