@@ -13,7 +13,7 @@ import os
 import platform
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,16 @@ from services.parent.profile import ProfileOutcome, profile
 from services.parent.session import Session
 from services.parent.timing import TimingOutcome, TimingPlan, timing
 from services.problems import Problem
-from services.sandbox import TRITON_CACHE, ChildPool
+from services.sandbox import TRITON_CACHE, ChildPool, drain_closed_children
 from services.schema import PROTOCOL_VERSION, Environment, EvalOptions, EvalResult, Verdict
 from services.settings import EvalSettings
 from services.timing_cache import TimingStore
+
+# A dying CUDA child holds its memory for ~0.1 s, which the next evaluation's start waited through (`start_drain`,
+# 0.10-0.15 s on an H200). Where the evaluation's tensors were this small and another run alone would catch a
+# shortage (a shared device: `memory_shared`), the next start does not wait; large ones (KernelBench at
+# published sizes: GBs) it still does.
+LIGHT_TENSOR_BYTES = 256 << 20
 
 
 class Evaluator:
@@ -85,6 +91,7 @@ class Evaluator:
         except DeviceMemoryShort:
             self.last_retried_alone = True
             with slot.alone():
+                drain_closed_children(every=True)  # the first attempt's, whatever they held
                 return self._attempt(problem, candidate_source, options, device, timings, None)
 
     def _attempt(
@@ -102,7 +109,7 @@ class Evaluator:
         )
         self._current = session
         try:
-            with sharing.occupy() if sharing is not None else nullcontext():
+            with _stay(sharing):
                 return _run(session, self.pool, problem, candidate_source, timings)
         except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
             if sharing is not None:
@@ -145,6 +152,20 @@ class Evaluator:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@contextmanager
+def _stay(sharing: TimingSlot | None) -> Iterator[None]:
+    """An evaluation's stay on a shared device, until the children that held its memory are gone: an evaluation
+    alone on the device next must not meet their memory."""
+    if sharing is None:
+        yield
+        return
+    with sharing.occupy():
+        try:
+            yield
+        finally:
+            drain_closed_children(every=False)
 
 
 def _run(
@@ -201,7 +222,7 @@ def _run(
         verdict, texts = early.verdict, [early.feedback]
     finally:
         stored.release()
-        network = session.close()
+        network = session.close(light=session.memory_shared and 0 < sum(checked.io_bytes) <= LIGHT_TENSOR_BYTES)
         if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
             phases["compile"] = session.compile_total_s
             phases["first_call"] = checked.first_call_s

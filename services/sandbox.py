@@ -178,6 +178,9 @@ class Child:
         self._seq = 0
         self._violation: str | None = None
         self._closed = False
+        # The next job's start waits for this child to be gone once closed (`drain`): it may hold device memory
+        # that job needs. Cleared for a child that held only small tensors (services.parent.session).
+        self.awaited = True
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()
         # The child's stdout/stderr go to files in its directory: informational only, never parsed.
@@ -240,7 +243,7 @@ class Child:
         t0 = time.monotonic()
         self.wait_ready(deadline)
         t1 = time.monotonic()
-        _SUPERVISOR.drain()  # the children this process closed have freed their GPU memory
+        _SUPERVISOR.drain()  # the awaited children this process closed have freed their GPU memory
         # What the start waited for, reported in the evaluation's phases: a child still starting, and the
         # children this process closed before (a CUDA child takes a second or more to die under load).
         self.waited_ready_s, self.waited_drain_s = t1 - t0, time.monotonic() - t1
@@ -370,14 +373,15 @@ class _Supervisor:
             self._reaping.append(child)
             self._start()
 
-    def drain(self, timeout: float = 15.0, remove: bool = False) -> None:
-        """Wait until every child this process closed is gone: before a job that allocates GPU memory (a dying
-        CUDA child still holds its own; a KernelBench reference holds tens of GB), and on shutdown, where
-        `remove` also removes their directories (otherwise the next tick does, off the evaluation's path)."""
+    def drain(self, timeout: float = 15.0, remove: bool = False, every: bool = False) -> None:
+        """Wait until the children this process closed are gone, those `awaited` or with `every` all: before a
+        job that allocates GPU memory (a dying CUDA child still holds its own for ~0.1 s; a KernelBench
+        reference holds tens of GB), and on shutdown, where `remove` also removes their directories (otherwise
+        the next tick does, off the evaluation's path)."""
         until = time.monotonic() + timeout
         while time.monotonic() < until:
             with self._lock:
-                if all(c.proc.poll() is not None for c in self._reaping):
+                if all(c.proc.poll() is not None for c in self._reaping if every or c.awaited):
                     break
             time.sleep(0.01)
         if remove:
@@ -416,6 +420,12 @@ class _Supervisor:
 
 _SUPERVISOR = _Supervisor()
 os.register_at_fork(after_in_child=_SUPERVISOR._reset)
+
+
+def drain_closed_children(every: bool, timeout: float = 15.0) -> None:
+    """Wait until the children this process closed are gone: those a next job would wait for (`awaited`), or
+    with `every` all of them, whatever they held."""
+    _SUPERVISOR.drain(timeout, every=every)
 
 
 class _DriverSeed:
@@ -534,7 +544,7 @@ class ChildPool:
             self._warmer.join(timeout=10)
         for child in children:
             child.close()
-        _SUPERVISOR.drain(remove=True)
+        _SUPERVISOR.drain(remove=True, every=True)
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)

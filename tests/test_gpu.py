@@ -333,3 +333,16 @@ def test_an_evaluation_out_of_memory_beside_another_runs_again_with_the_device_t
         other.join(60)
         assert result.verdict is Verdict.PASSED, result.feedback
         assert ev.last_retried_alone and ev.timing_slot.alone_waited_s > 0.5
+
+
+def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluations_small_children_to_die(relu, tmp_path):
+    # #13: `start` is to take <= 0.1 s at steady state; it had been the previous evaluation's CUDA children dying
+    # (0.10-0.15 s on an H200). With tensors this small, the next evaluation starts beside them.
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, device_lock=str(tmp_path / "gpu.lock"))) as ev:
+        first = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+        second = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+    assert first.verdict is second.verdict is Verdict.PASSED
+    assert second.phases["start_drain"] < 0.03, second.phases

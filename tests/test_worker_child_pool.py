@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 import pytest
 from helpers import bundled_source
@@ -208,3 +209,43 @@ def test_the_seed_is_removed_at_exit_only_by_the_process_that_took_it(tmp_path):
     assert tmp_path.exists()
     sandbox._remove_in(os.getpid(), str(tmp_path))
     assert not tmp_path.exists()
+
+
+@dataclass(eq=False)
+class ClosedChild:
+    """What the supervisor reads of a closed child."""
+
+    proc: subprocess.Popen
+    awaited: bool
+    tmpdir: str
+    _closed: bool = True
+
+
+def test_a_start_waits_only_for_closed_children_that_may_hold_memory_the_job_needs(tmp_path):
+    """A killed CUDA child holds its device memory for ~0.1 s while it dies; the next start waits for it only
+    where it held large tensors (`awaited`), and a drain of `every` child waits for all, whatever they held."""
+    supervisor = sandbox._Supervisor()
+    dying = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # a child slow to die
+    child = ClosedChild(dying, awaited=False, tmpdir=str(tmp_path / "child"))
+    try:
+        supervisor.reap(child)
+        t0 = time.monotonic()
+        supervisor.drain(timeout=5)
+        assert time.monotonic() - t0 < 0.5  # light: not waited for
+        threading.Timer(0.5, dying.kill).start()
+        t0 = time.monotonic()
+        supervisor.drain(timeout=5, every=True)
+        assert 0.4 < time.monotonic() - t0 < 4 and dying.poll() is not None
+    finally:
+        dying.kill()
+        dying.wait()
+    heavy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        supervisor.reap(ClosedChild(heavy, awaited=True, tmpdir=str(tmp_path / "heavy")))
+        threading.Timer(0.5, heavy.kill).start()
+        t0 = time.monotonic()
+        supervisor.drain(timeout=5)
+        assert 0.4 < time.monotonic() - t0 < 4  # awaited: the start waits until it is gone
+    finally:
+        heavy.kill()
+        heavy.wait()

@@ -33,7 +33,7 @@ class CorrectnessOutcome:
     first_call_s: float = 0.0
     summary: CorrectnessSummary | None = None  # set when all trials pass or one mismatches
     flops: float = 0.0  # counted on the reference's first call (GPU, defences on), for the roofline floor
-    io_bytes: tuple[int, int] = (0, 0)  # the reference's input and output bytes, for the roofline floor
+    io_bytes: tuple[int, int] = (0, 0)  # the reference's input and output bytes (roofline floor, child drain)
     text: str = ""
 
 
@@ -53,6 +53,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
         ref_struct = ref_h.structures[0]
         if count_flops:
             out.flops = float(ref_h.flops or 0.0)
+        if i == 0:
             out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
         what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
         asked, waited = time.monotonic(), session.gpu_waited_s

@@ -217,10 +217,12 @@ class Session:
         child.close()
         self.others.remove(child)
 
-    def close(self) -> str:
-        """Close every child; the candidate's network isolation, for the result."""
+    def close(self, light: bool = False) -> str:
+        """Close every child; the candidate's network isolation, for the result. `light`: the children held only
+        small tensors, so the next job's start need not wait for them to be gone (services.sandbox.drain)."""
         network = self.cand.network if self.cand else "unknown"
         for child in self.children():
+            child.awaited = not light
             child.close()
         self.others.clear()
         return network
