@@ -30,19 +30,13 @@ from services.parent.dependence import output_dependence
 from services.parent.load import acquire_references, load, start_children, start_reference, static_triage
 from services.parent.precompile import PrecompileOutcome, begin_precompile, finish_precompile
 from services.parent.profile import ProfileOutcome, profile
-from services.parent.session import Session
+from services.parent.session import SMALL_TENSOR_BYTES, Session
 from services.parent.timing import TimingOutcome, TimingPlan, timing
 from services.problems import Problem
 from services.sandbox import TRITON_CACHE, ChildPool, drain_closed_children
 from services.schema import PROTOCOL_VERSION, Environment, EvalOptions, EvalResult, Verdict
 from services.settings import EvalSettings
 from services.timing_cache import TimingStore
-
-# A dying CUDA child holds its memory for ~0.1 s, which the next evaluation's start waited through (`start_drain`,
-# 0.10-0.15 s on an H200). Where the evaluation's tensors were this small and another run alone would catch a
-# shortage (a shared device: `memory_shared`), the next start does not wait; large ones (KernelBench at
-# published sizes: GBs) it still does.
-LIGHT_TENSOR_BYTES = 256 << 20
 
 
 class Evaluator:
@@ -222,7 +216,9 @@ def _run(
         verdict, texts = early.verdict, [early.feedback]
     finally:
         stored.release()
-        network = session.close(light=session.memory_shared and 0 < sum(checked.io_bytes) <= LIGHT_TENSOR_BYTES)
+        # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
+        # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.
+        network = session.close(light=session.memory_shared and 0 < sum(checked.io_bytes) <= SMALL_TENSOR_BYTES)
         if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
             phases["compile"] = session.compile_total_s
             phases["first_call"] = checked.first_call_s

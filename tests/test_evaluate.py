@@ -82,6 +82,16 @@ def test_each_stage_releases_a_childs_tensors_once_not_after_every_call(evaluato
     assert releases["reference"] <= 4 < calls and releases["candidate"] <= 4, (releases, evaluator.last_requests)
 
 
+def test_correctness_calls_after_the_first_hand_over_their_tensors_with_the_reply(evaluator, relu):
+    # Three trials: the first call's inputs and output (and the candidate's repeat) are delivered on request, as
+    # is the output-dependence check's; the next two calls' come with their replies, four requests fewer a side.
+    result = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+    assert result.verdict is Verdict.PASSED and result.correctness.trials_passed == 3
+    sent = {kind: tally["n"] for kind, tally in evaluator.last_requests.items()}
+    assert sent["reference.call"] == sent["candidate.call"] == 4, sent
+    assert sent["reference.deliver"] <= 3 and sent["candidate.deliver"] <= 4, sent
+
+
 def test_wrong_values_are_incorrect_with_mismatch_feedback(evaluator, relu):
     result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x) + 1e-2"), NO_TIMING)
     assert result.verdict is Verdict.INCORRECT
@@ -194,6 +204,19 @@ def test_memory_hog_is_killed_by_the_watchdog(relu):
     with Evaluator(EvalSettings(memory_limit_mb=2048, correctness_trials=1, warm_children=0)) as ev:
         result = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
     assert result.verdict in (Verdict.CRASHED, Verdict.RUNTIME_ERROR)
+
+
+@pytest.mark.parametrize(
+    ("late", "expect"),
+    [("x.zero_()", "modified its input"), ("y = y[:-1]", "Wrong output on correctness trial 2")],
+)
+def test_a_candidate_that_goes_wrong_after_its_first_trial_is_incorrect(evaluator, relu, late, expect):
+    # From the second trial on, the tensors come with the call's reply (and fall back to a delivery where the
+    # structure changed): the checks are the same.
+    body = f"CALLS[0] += 1\ny = triton_relu(x)\nif CALLS[0] > 2:  # the first trial calls twice\n    {late}\nreturn y"
+    result = evaluator.evaluate(relu, relu_candidate(body, "CALLS = [0]\n"), NO_TIMING)
+    assert result.verdict is Verdict.INCORRECT, result.feedback
+    assert expect in result.feedback
 
 
 def test_mutating_inputs_is_incorrect(evaluator, relu):

@@ -374,6 +374,12 @@ class Runtime:
         mutated = before is not None and fingerprint(inputs).tolist() != before
         self.kept = {"output": outs[0], "output2": outs[-1], "inputs": inputs}
         digest = fingerprint(outs[0]).tolist() if self.bookkeeping else None
+        delivered, payloads = False, None
+        if h.deliver:
+            found: list[torch.Tensor] = []
+            tensors.describe(inputs, found)
+            tensors.describe(outs[0], found)
+            delivered, payloads = self._hand_over(found, h.buffers, exact=True)
         self.reply(
             Called(
                 structures=structures,
@@ -384,7 +390,9 @@ class Runtime:
                 unstable=unstable,
                 flops=flops,
                 digest=digest,
-            )
+                delivered=delivered,
+            ),
+            payloads,
         )
 
     def _forward_checked(self, model: Any, inputs: list[Any]) -> tuple[Any, bool]:
@@ -481,18 +489,33 @@ class Runtime:
             raise RuntimeError("nothing to deliver")
         else:
             tensors.describe(self.kept[h.what], found)
+        delivered, payloads = self._hand_over(found, h.buffers, exact=False)
+        if not delivered:
+            raise RuntimeError(f"{len(h.buffers or [])} buffers for {len(found)} tensors")
+        self.reply(Delivered(count=len(found)), payloads)
+
+    def _hand_over(
+        self, found: list[torch.Tensor], buffers: list[dict[str, Any]] | None, exact: bool
+    ) -> tuple[bool, list[bytes] | None]:
+        """The tensors for the parent: as payloads (CPU), or copied into its `buffers` (CUDA), where there is one
+        per tensor (`exact`: of its shape and dtype too); whether they were handed over."""
         if self.device == "cpu":
-            self.reply(Delivered(count=len(found)), [tensors.to_bytes(t) for t in found])
-            return
-        buffers = h.buffers or []
-        if len(buffers) != len(found):
-            raise RuntimeError(f"{len(buffers)} buffers for {len(found)} tensors")
+            return True, [tensors.to_bytes(t) for t in found]
+        buffers = buffers or []
+        if len(buffers) != len(found) or (
+            exact
+            and any(
+                list(t.shape) != d["shape"] or str(t.dtype).removeprefix("torch.") != d["dtype"]
+                for t, d in zip(found, buffers, strict=True)
+            )
+        ):
+            return False, None
         for desc, t in zip(buffers, found, strict=True):
             dst = tensors.open_cuda(desc)
             _Tensor.copy_(dst, _Tensor.reshape(t, dst.shape))
             del dst
         _sync()
-        self.reply(Delivered(count=len(found)))
+        return True, None
 
     def release(self, h: Release) -> None:
         self.kept = None

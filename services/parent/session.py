@@ -13,7 +13,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -35,6 +35,7 @@ from services.protocol import tensors
 from services.protocol.channel import Deadline
 from services.protocol.messages import (
     Call,
+    Called,
     Command,
     Deliver,
     Delivered,
@@ -58,6 +59,13 @@ if TYPE_CHECKING:
     from services.parent.precompile import PrecompileOutcome
 
 MAX_DELIVERY_BYTES = 64 << 30
+# An evaluation whose reference inputs and output come to at most this is small: its correctness calls hand their
+# tensors over with their replies (the parent then holds both children's inputs and outputs at once), and on a
+# shared device the next start does not wait for its dying children (services.evaluator).
+SMALL_TENSOR_BYTES = 256 << 20
+
+# A call's inputs after it and its output, as handed over with its reply (`Session.call_and_receive`).
+HandedOver = tuple[list[torch.Tensor], list[torch.Tensor]]
 R = TypeVar("R", bound=Reply)
 
 
@@ -340,29 +348,41 @@ class Session:
     ) -> list[torch.Tensor]:
         """Have a child deliver the tensors of its kept `what` (`retained`: its `index`-th) into buffers this
         process owns."""
-        specs = tensors.tensor_specs(structure)
-        try:
-            tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
-        except ValueError as exc:
-            raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
+        specs = _checked_specs(structure)
         if self.device == "cpu":
             _, data = self.ask(child, Deliver(what=what, index=index), Delivered, deadline, f"delivering its {what}")
-            if len(data) != len(specs):
-                raise EarlyVerdict(
-                    Verdict.CRASHED, "The candidate process delivered a different number of tensors than it described."
-                )
-            try:
-                return [tensors.from_bytes(b, d, shape) for b, (d, shape) in zip(data, specs, strict=True)]
-            except ValueError as exc:
-                raise EarlyVerdict(
-                    Verdict.CRASHED, f"The candidate process delivered malformed tensors: {exc}."
-                ) from None
-        pool = self._receive_pool()
-        with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
-            bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
+            return _unpack(data, specs)
+        bufs = self._buffers(specs)
         descs = [tensors.share_cuda(b) for b in bufs]
         self.ask(child, Deliver(what=what, buffers=descs, index=index), Delivered, deadline, f"delivering its {what}")
         return bufs
+
+    def call_and_receive(
+        self, child: Child, call: Call, expect: tuple[Structure, Structure], deadline: float, what: str
+    ) -> tuple[Called, HandedOver | None]:
+        """A correctness Call whose reply hands over the inputs after the call and the output (`Call.deliver`),
+        for `expect`: the inputs' and the output's structures of an earlier call on the same sizes. One request
+        instead of three; None for the tensors where the call's structures differ from `expect` (the caller's
+        checks say how, and `receive` still reaches what the child kept)."""
+        n_inputs = len(tensors.tensor_specs(expect[0]))
+        specs = _checked_specs({"t": "tuple", "items": list(expect)})
+        bufs = None
+        if self.device == "cpu":
+            h, data = self.ask(child, replace(call, deliver=True), Called, deadline, what)
+        else:
+            bufs = self._buffers(specs)
+            descs = [tensors.share_cuda(b) for b in bufs]
+            h, data = self.ask(child, replace(call, deliver=True, buffers=descs), Called, deadline, what)
+        if not (h.delivered and h.inputs == expect[0] and h.structures[:1] == [expect[1]]):
+            return h, None
+        got = bufs if bufs is not None else _unpack(data, specs)
+        return h, (got[:n_inputs], got[n_inputs:])
+
+    def _buffers(self, specs: list[tuple[torch.dtype, list[int]]]) -> list[torch.Tensor]:
+        """Device buffers this process owns, for a child to copy tensors into (from the receive pool)."""
+        pool = self._receive_pool()
+        with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
+            return [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
 
     def output_mismatch(
         self,
@@ -447,3 +467,25 @@ class Session:
         """Output digest of a call on fresh inputs (the compiled-reference side is not tracked)."""
         if digest is not None and side in self.evidence.digests:
             self.evidence.digests[side].append(tuple(digest))
+
+
+def _checked_specs(structure: Structure) -> list[tuple[torch.dtype, list[int]]]:
+    """The tensors a child is to hand over, within what this process allocates for them."""
+    specs = tensors.tensor_specs(structure)
+    try:
+        tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
+    except ValueError as exc:
+        raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
+    return specs
+
+
+def _unpack(data: list[bytes], specs: list[tuple[torch.dtype, list[int]]]) -> list[torch.Tensor]:
+    """Tensors a CPU child sent as payloads, one per spec."""
+    if len(data) != len(specs):
+        raise EarlyVerdict(
+            Verdict.CRASHED, "The candidate process delivered a different number of tensors than it described."
+        )
+    try:
+        return [tensors.from_bytes(b, d, shape) for b, (d, shape) in zip(data, specs, strict=True)]
+    except ValueError as exc:
+        raise EarlyVerdict(Verdict.CRASHED, f"The candidate process delivered malformed tensors: {exc}.") from None

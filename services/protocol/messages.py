@@ -72,7 +72,9 @@ class Call(Command):
     """A correctness call on inputs from `seed`. `repeat` 2 also runs a second call on fresh copies (the
     determinism check); `poison` lists (dtype, shape) blocks to fill with garbage first; `sizes` replaces size
     globals of the reference module for this call only (hidden sizes); `neutralised` skips every launch of the
-    candidate's own kernels during the call (the output-dependence check)."""
+    candidate's own kernels during the call (the output-dependence check). `deliver` hands over the inputs after
+    the call and the output with the reply, as a `Deliver` of each would (`buffers`: the inputs' tensors, then
+    the output's), where they match the buffers: one request instead of three."""
 
     cmd: ClassVar[str] = "call"
     seed: int
@@ -82,6 +84,8 @@ class Call(Command):
     sizes: dict[str, int] = field(default_factory=dict)
     variant: Variant = "eager"
     neutralised: bool = False
+    deliver: bool = False
+    buffers: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,7 @@ class Called(Reply):
     unstable: bool = False
     flops: float | None = None
     digest: list[int] | None = None
+    delivered: bool = False  # the inputs and output were handed over (Call.deliver)
 
 
 @dataclass(frozen=True)
