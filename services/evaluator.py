@@ -83,10 +83,12 @@ class Evaluator:
         try:
             return self._attempt(problem, candidate_source, options, device, timings, slot)
         except DeviceMemoryShort:
-            self.last_retried_alone = True
-            with slot.alone():
-                drain_closed_children(every=True)  # the first attempt's, whatever they held
-                return self._attempt(problem, candidate_source, options, device, timings, None)
+            pass  # out of the handler, the first attempt's frames go, and with them the buffers they held
+        self.last_retried_alone = True
+        with slot.alone():
+            drain_closed_children(every=True)  # the first attempt's, whatever they held
+            torch.cuda.empty_cache()
+            return self._attempt(problem, candidate_source, options, device, timings, None)
 
     def _attempt(
         self,

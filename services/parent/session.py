@@ -227,7 +227,7 @@ class Session:
 
     def close(self, light: bool = False) -> str:
         """Close every child; the candidate's network isolation, for the result. `light`: the children held only
-        small tensors, so the next job's start need not wait for them to be gone (services.sandbox.drain)."""
+        small tensors, so the next job's start need not wait for them to be gone (`Child.awaited`)."""
         network = self.cand.network if self.cand else "unknown"
         for child in self.children():
             child.awaited = not light
