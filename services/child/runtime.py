@@ -377,8 +377,8 @@ class Runtime:
         delivered, payloads = False, None
         if h.deliver:
             found: list[torch.Tensor] = []
-            tensors.describe(inputs, found)
-            tensors.describe(outs[0], found)
+            for part in h.deliver:
+                tensors.describe(self.kept[part], found)
             delivered, payloads = self._hand_over(found, h.buffers, exact=True)
         self.reply(
             Called(

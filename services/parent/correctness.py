@@ -48,7 +48,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
     # After the first trial, where its tensors are small, each call hands over its inputs and output with its
     # reply (the next trials' sizes are the first's): a third of the requests, each of which waits for its turn
     # on a shared GPU.
-    expect: tuple[Structure, Structure] | None = None
+    expect: dict[Kept, Structure] | None = None
     for i in range(trials):
         seed = session.seed("correct", i)
         count_flops = i == 0 and session.device == "cuda" and session.defended
@@ -118,7 +118,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
                 )
         del ref_out, cand_out, ref_got, cand_got
         if i == 0 and sum(out.io_bytes) <= SMALL_TENSOR_BYTES:
-            expect = (ref_h.inputs, ref_struct)
+            expect = {"inputs": ref_h.inputs, "output": ref_struct}
     # Once: each trial's Call drops what the child kept from the last before it runs, so a release between
     # trials would only cost a request (and, on a shared GPU, a wait for its turn).
     session.release(deadline)
@@ -192,7 +192,7 @@ def poison_specs(structure: Structure) -> list[tuple[str, list[int]]]:
 
 
 def _call(
-    session: Session, child: Child, call: Call, expect: tuple[Structure, Structure] | None, deadline: float, what: str
+    session: Session, child: Child, call: Call, expect: dict[Kept, Structure] | None, deadline: float, what: str
 ) -> tuple[Called, HandedOver | None]:
     """A correctness call; with `expect` its inputs and output come with the reply (None where they did not)."""
     if expect is None:
@@ -204,9 +204,7 @@ def _handed(
     session: Session, child: Child, got: HandedOver | None, what: Kept, structure: Structure, deadline: float
 ) -> list[torch.Tensor]:
     """What the call handed over with its reply, else what the child kept, delivered now."""
-    if got is None:
-        return session.receive(child, what, structure, deadline)
-    return got[0] if what == "inputs" else got[1]
+    return got[what] if got is not None else session.receive(child, what, structure, deadline)
 
 
 def _inputs_after_call(

@@ -13,7 +13,7 @@ from services.errors import EarlyVerdict
 from services.parent import evidence
 from services.parent.session import Session
 from services.protocol import tensors
-from services.protocol.messages import Call, Called, Structure
+from services.protocol.messages import Call, Structure
 from services.schema import Measure, RuntimeStats, Verdict
 
 
@@ -46,7 +46,9 @@ class TimedCall:
 def recheck(session: Session, call: TimedCall, deadline: float) -> None:
     """Compare a timed call's output with the reference's for the same (unseen) inputs. A retained copy, compared
     after the measurement, must still have the digest its call reported: no later call may mend it."""
-    ref_h, _ = session.ask(session.ref, Call(seed=call.seed), Called, deadline, "re-running the reference")
+    ref_h, got = session.call_and_receive(
+        session.ref, Call(seed=call.seed), {"output": call.structure}, deadline, "re-running the reference"
+    )
     cand_out = None
     if call.retained is not None:
         cand_out = session.receive(session.cand, "retained", call.structure, deadline, index=call.retained)
@@ -60,7 +62,8 @@ def recheck(session: Session, call: TimedCall, deadline: float) -> None:
                 measured={"output_changed_after_call": True},
                 thresholds={"output_changed_after_call": False},
             )
-    msg, measured = session.output_mismatch(ref_h.structures[0], call.structure, deadline, cand_out)
+    ref_out = got["output"] if got is not None else None
+    msg, measured = session.output_mismatch(ref_h.structures[0], call.structure, deadline, cand_out, ref_out)
     if msg is not None:
         raise session.fail(
             "timed_output_recheck",

@@ -64,8 +64,8 @@ MAX_DELIVERY_BYTES = 64 << 30
 # shared device the next start does not wait for its dying children (services.evaluator).
 SMALL_TENSOR_BYTES = 256 << 20
 
-# A call's inputs after it and its output, as handed over with its reply (`Session.call_and_receive`).
-HandedOver = tuple[list[torch.Tensor], list[torch.Tensor]]
+# Parts of what a call keeps, as handed over with its reply (`Session.call_and_receive`).
+HandedOver = dict[Kept, list[torch.Tensor]]
 R = TypeVar("R", bound=Reply)
 
 
@@ -358,25 +358,29 @@ class Session:
         return bufs
 
     def call_and_receive(
-        self, child: Child, call: Call, expect: tuple[Structure, Structure], deadline: float, what: str
+        self, child: Child, call: Call, expect: dict[Kept, Structure], deadline: float, what: str
     ) -> tuple[Called, HandedOver | None]:
-        """A correctness Call whose reply hands over the inputs after the call and the output (`Call.deliver`),
-        for `expect`: the inputs' and the output's structures of an earlier call on the same sizes. One request
-        instead of three; None for the tensors where the call's structures differ from `expect` (the caller's
-        checks say how, and `receive` still reaches what the child kept)."""
-        n_inputs = len(tensors.tensor_specs(expect[0]))
-        specs = _checked_specs({"t": "tuple", "items": list(expect)})
+        """A correctness Call whose reply hands over the parts of what it keeps that `expect` names
+        (`Call.deliver`), into buffers for the structures it expects (an earlier call's on the same sizes): a
+        request fewer for each part. None for the tensors where the call's structures differ (the caller's checks
+        say how, and `receive` still reaches what the child kept)."""
+        parts = list(expect)
+        counts = [len(tensors.tensor_specs(expect[p])) for p in parts]
+        specs = _checked_specs({"t": "tuple", "items": [expect[p] for p in parts]})
         bufs = None
         if self.device == "cpu":
-            h, data = self.ask(child, replace(call, deliver=True), Called, deadline, what)
+            h, data = self.ask(child, replace(call, deliver=parts), Called, deadline, what)
         else:
             bufs = self._buffers(specs)
             descs = [tensors.share_cuda(b) for b in bufs]
-            h, data = self.ask(child, replace(call, deliver=True, buffers=descs), Called, deadline, what)
-        if not (h.delivered and h.inputs == expect[0] and h.structures[:1] == [expect[1]]):
+            h, data = self.ask(child, replace(call, deliver=parts, buffers=descs), Called, deadline, what)
+        if not (h.delivered and all(_kept_structure(h, p) == expect[p] for p in parts)):
             return h, None
         got = bufs if bufs is not None else _unpack(data, specs)
-        return h, (got[:n_inputs], got[n_inputs:])
+        handed, start = {}, 0
+        for p, n in zip(parts, counts, strict=True):
+            handed[p], start = got[start : start + n], start + n
+        return h, handed
 
     def _buffers(self, specs: list[tuple[torch.dtype, list[int]]]) -> list[torch.Tensor]:
         """Device buffers this process owns, for a child to copy tensors into (from the receive pool)."""
@@ -390,13 +394,15 @@ class Session:
         cand_struct: Structure,
         deadline: float,
         cand_out: list[torch.Tensor] | None = None,
+        ref_out: list[torch.Tensor] | None = None,
     ) -> tuple[str | None, dict[str, Measure]]:
         """What is wrong with the candidate's output (`cand_out`, else the one it kept) against the reference's
-        kept one (None when it matches), and what the comparison measured."""
+        (`ref_out`, else the one it kept; None when it matches), and what the comparison measured."""
         msg = structure_mismatch(ref_struct, cand_struct)
         if msg is not None:
             return msg, {"structure_matches": False}
-        ref_out = self.receive(self.ref, "output", ref_struct, deadline)
+        if ref_out is None:
+            ref_out = self.receive(self.ref, "output", ref_struct, deadline)
         if cand_out is None:
             cand_out = self.receive(self.cand, "output", cand_struct, deadline)
         cmp = compare_outputs(ref_out, cand_out, self.tol)
@@ -467,6 +473,14 @@ class Session:
         """Output digest of a call on fresh inputs (the compiled-reference side is not tracked)."""
         if digest is not None and side in self.evidence.digests:
             self.evidence.digests[side].append(tuple(digest))
+
+
+def _kept_structure(h: Called, part: Kept) -> Structure | None:
+    """A part of what a call keeps, as its reply describes it (`output2`: the repeat's output)."""
+    if part == "inputs":
+        return h.inputs
+    outputs = h.structures[:1] if part == "output" else h.structures[-1:]
+    return outputs[0] if outputs else None
 
 
 def _checked_specs(structure: Structure) -> list[tuple[torch.dtype, list[int]]]:

@@ -72,9 +72,9 @@ class Call(Command):
     """A correctness call on inputs from `seed`. `repeat` 2 also runs a second call on fresh copies (the
     determinism check); `poison` lists (dtype, shape) blocks to fill with garbage first; `sizes` replaces size
     globals of the reference module for this call only (hidden sizes); `neutralised` skips every launch of the
-    candidate's own kernels during the call (the output-dependence check). `deliver` hands over the inputs after
-    the call and the output with the reply, as a `Deliver` of each would (`buffers`: the inputs' tensors, then
-    the output's), where they match the buffers: one request instead of three."""
+    candidate's own kernels during the call (the output-dependence check). `deliver` hands over those parts of
+    what the call keeps with the reply, as a `Deliver` of each would (`buffers`: their tensors in that order),
+    where they match the buffers: a request fewer for each part."""
 
     cmd: ClassVar[str] = "call"
     seed: int
@@ -84,7 +84,7 @@ class Call(Command):
     sizes: dict[str, int] = field(default_factory=dict)
     variant: Variant = "eager"
     neutralised: bool = False
-    deliver: bool = False
+    deliver: list[Kept] = field(default_factory=list)
     buffers: list[dict[str, Any]] | None = None
 
 
@@ -213,7 +213,7 @@ class Called(Reply):
     unstable: bool = False
     flops: float | None = None
     digest: list[int] | None = None
-    delivered: bool = False  # the inputs and output were handed over (Call.deliver)
+    delivered: bool = False  # the parts in Call.deliver were handed over
 
 
 @dataclass(frozen=True)
