@@ -483,12 +483,13 @@ class Runtime:
 
     def deliver(self, h: Deliver) -> None:
         found: list[torch.Tensor] = []
-        if h.what == "retained":
+        if h.what == ["retained"]:
             found = self.retained[h.index]
         elif self.kept is None:
             raise RuntimeError("nothing to deliver")
         else:
-            tensors.describe(self.kept[h.what], found)
+            for part in h.what:
+                tensors.describe(self.kept[part], found)
         delivered, payloads = self._hand_over(found, h.buffers, exact=False)
         if not delivered:
             raise RuntimeError(f"{len(h.buffers or [])} buffers for {len(found)} tensors")

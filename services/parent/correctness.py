@@ -45,16 +45,14 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
     deadline = time.monotonic() + s.load_timeout_s + s.correctness_timeout_s
     summary = Comparison()
     atol, rtol = session.tol(torch.float32)
-    # After the first trial, where its tensors are small, each call hands over its inputs and output with its
-    # reply (the next trials' sizes are the first's): a third of the requests, each of which waits for its turn
-    # on a shared GPU.
+    # Where the tensors are small, each child hands over its inputs and output in one request, and after the
+    # first trial the reference's come with its call's reply (the next trials' sizes are the first's): on a shared
+    # GPU every request waits for its turn.
     expect: dict[Kept, Structure] | None = None
     for i in range(trials):
         seed = session.seed("correct", i)
         count_flops = i == 0 and session.device == "cuda" and session.defended
-        ref_h, ref_got = _call(
-            session, session.ref, Call(seed=seed, count_flops=count_flops), expect, deadline, "running the reference"
-        )
+        ref_h, ref_got = _reference_call(session, Call(seed=seed, count_flops=count_flops), expect, deadline)
         ref_struct = ref_h.structures[0]
         if count_flops:
             out.flops = float(ref_h.flops or 0.0)
@@ -62,11 +60,10 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
             out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
         what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
         asked, waited = time.monotonic(), session.gpu_waited_s
-        cand_h, cand_got = _call(
-            session,
+        cand_h, _ = session.ask(
             session.cand,
             Call(seed=seed, repeat=2 if i == 0 else 1, poison=poison_specs(ref_struct)),
-            expect,
+            Called,
             deadline,
             what,
         )
@@ -93,7 +90,17 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
             raise session.fail(
                 "output_structure", msg, Verdict.INCORRECT, f"Wrong output on correctness trial {i + 1}: {msg}."
             )
-        _inputs_after_call(session, ref_h, cand_h, deadline, i, ref_got, cand_got)
+        if structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs"):
+            raise EarlyVerdict(Verdict.INCORRECT, "The candidate's inputs changed type or shape during forward().")
+        cand_got = None
+        if sum(out.io_bytes) <= SMALL_TENSOR_BYTES:
+            if ref_got is None:
+                ref_got = session.receive_parts(session.ref, {"inputs": ref_h.inputs, "output": ref_struct}, deadline)
+            cand_got = session.receive_parts(session.cand, _kept(cand_h, i), deadline)
+        ref_in = _handed(session, session.ref, ref_got, "inputs", ref_h.inputs, deadline)
+        cand_in = _handed(session, session.cand, cand_got, "inputs", cand_h.inputs, deadline)
+        _inputs_after_call(session, ref_h, ref_in, cand_in, i)
+        del ref_in, cand_in  # large ones: gone before the outputs arrive
         ref_out = _handed(session, session.ref, ref_got, "output", ref_struct, deadline)
         cand_out = _handed(session, session.cand, cand_got, "output", cand_struct, deadline)
         cmp = compare_outputs(ref_out, cand_out, session.tol)
@@ -107,7 +114,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
                 feedback.mismatch(i, trials, cmp, _tf32_suspect(candidate_source, cmp, ref_out)),
             )
         if i == 0:
-            again = session.receive(session.cand, "output2", cand_h.structures[1], deadline)
+            again = _handed(session, session.cand, cand_got, "output2", cand_h.structures[1], deadline)
             det = compare_outputs(cand_out, again, session.tol)
             if not session.check("deterministic", det.ok, det.reason or "two calls on the same inputs agree"):
                 raise EarlyVerdict(
@@ -191,38 +198,34 @@ def poison_specs(structure: Structure) -> list[tuple[str, list[int]]]:
     return [(str(d).removeprefix("torch."), s) for d, s in tensors.tensor_specs(structure)]
 
 
-def _call(
-    session: Session, child: Child, call: Call, expect: dict[Kept, Structure] | None, deadline: float, what: str
+def _reference_call(
+    session: Session, call: Call, expect: dict[Kept, Structure] | None, deadline: float
 ) -> tuple[Called, HandedOver | None]:
-    """A correctness call; with `expect` its inputs and output come with the reply (None where they did not)."""
+    """The reference's correctness call; with `expect` its inputs and output come with the reply (None where
+    they did not)."""
     if expect is None:
-        return session.ask(child, call, Called, deadline, what)[0], None
-    return session.call_and_receive(child, call, expect, deadline, what)
+        return session.ask(session.ref, call, Called, deadline, "running the reference")[0], None
+    return session.call_and_receive(session.ref, call, expect, deadline, "running the reference")
+
+
+def _kept(h: Called, i: int) -> dict[Kept, Structure]:
+    """What a correctness call keeps that the parent compares: its inputs and output, on the first trial also
+    the repeat's output."""
+    return {"inputs": h.inputs, "output": h.structures[0]} | ({"output2": h.structures[1]} if i == 0 else {})
 
 
 def _handed(
     session: Session, child: Child, got: HandedOver | None, what: Kept, structure: Structure, deadline: float
 ) -> list[torch.Tensor]:
-    """What the call handed over with its reply, else what the child kept, delivered now."""
+    """What the child handed over already, else what it kept, delivered now (large tensors, one part at a time)."""
     return got[what] if got is not None else session.receive(child, what, structure, deadline)
 
 
 def _inputs_after_call(
-    session: Session,
-    ref_h: Called,
-    cand_h: Called,
-    deadline: float,
-    i: int,
-    ref_got: HandedOver | None = None,
-    cand_got: HandedOver | None = None,
+    session: Session, ref_h: Called, ref_in: list[torch.Tensor], cand_in: list[torch.Tensor], i: int
 ) -> None:
     """The candidate's inputs after its call must equal the reference's after its call: unchanged,
-    unless the reference itself works in place, in which case they must be changed alike. `*_got`: the inputs
-    and output a call handed over with its reply."""
-    ref_in = _handed(session, session.ref, ref_got, "inputs", ref_h.inputs, deadline)
-    if structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs"):
-        raise EarlyVerdict(Verdict.INCORRECT, "The candidate's inputs changed type or shape during forward().")
-    cand_in = _handed(session, session.cand, cand_got, "inputs", cand_h.inputs, deadline)
+    unless the reference itself works in place, in which case they must be changed alike."""
     if ref_h.mutated:
         ok = compare_outputs(ref_in, cand_in, session.tol).ok
         detail = "in-place reference: inputs updated like the reference's"

@@ -59,12 +59,13 @@ if TYPE_CHECKING:
     from services.parent.precompile import PrecompileOutcome
 
 MAX_DELIVERY_BYTES = 64 << 30
-# An evaluation whose reference inputs and output come to at most this is small: its correctness calls hand their
-# tensors over with their replies (the parent then holds both children's inputs and outputs at once), and on a
-# shared device the next start does not wait for its dying children (services.evaluator).
+# An evaluation whose reference inputs and output come to at most this is small: in its correctness trials each
+# child hands over its inputs and output together (the reference's with its call's reply after the first; the
+# parent then holds both children's inputs and outputs at once), and on a shared device the next start does not
+# wait for its dying children (services.evaluator).
 SMALL_TENSOR_BYTES = 256 << 20
 
-# Parts of what a call keeps, as handed over with its reply (`Session.call_and_receive`).
+# Parts of what a call keeps, as a child handed them over (`Session.receive_parts`, `Session.call_and_receive`).
 HandedOver = dict[Kept, list[torch.Tensor]]
 R = TypeVar("R", bound=Reply)
 
@@ -348,39 +349,44 @@ class Session:
     ) -> list[torch.Tensor]:
         """Have a child deliver the tensors of its kept `what` (`retained`: its `index`-th) into buffers this
         process owns."""
-        specs = _checked_specs(structure)
+        return self.receive_parts(child, {what: structure}, deadline, index)[what]
+
+    def receive_parts(
+        self, child: Child, parts: dict[Kept, Structure], deadline: float, index: int = 0
+    ) -> dict[Kept, list[torch.Tensor]]:
+        """`receive` for several kept parts (of these structures) in one request."""
+        specs = _checked_specs({"t": "tuple", "items": list(parts.values())})
+        what = list(parts)
+        shown = f"delivering its {' and '.join(what)}"
         if self.device == "cpu":
-            _, data = self.ask(child, Deliver(what=what, index=index), Delivered, deadline, f"delivering its {what}")
-            return _unpack(data, specs)
+            _, data = self.ask(child, Deliver(what=what, index=index), Delivered, deadline, shown)
+            return _split(parts, _unpack(data, specs))
         bufs = self._buffers(specs)
         descs = [tensors.share_cuda(b) for b in bufs]
-        self.ask(child, Deliver(what=what, buffers=descs, index=index), Delivered, deadline, f"delivering its {what}")
-        return bufs
+        self.ask(child, Deliver(what=what, buffers=descs, index=index), Delivered, deadline, shown)
+        return _split(parts, bufs)
 
     def call_and_receive(
         self, child: Child, call: Call, expect: dict[Kept, Structure], deadline: float, what: str
     ) -> tuple[Called, HandedOver | None]:
-        """A correctness Call whose reply hands over the parts of what it keeps that `expect` names
+        """A Call to a reference child whose reply hands over the parts of what it keeps that `expect` names
         (`Call.deliver`), into buffers for the structures it expects (an earlier call's on the same sizes): a
-        request fewer for each part. None for the tensors where the call's structures differ (the caller's checks
-        say how, and `receive` still reaches what the child kept)."""
-        parts = list(expect)
-        counts = [len(tensors.tensor_specs(expect[p])) for p in parts]
-        specs = _checked_specs({"t": "tuple", "items": [expect[p] for p in parts]})
+        request fewer. None for the tensors where the call's structures differ (`receive` still reaches what the
+        child kept). Never a candidate's: its code runs during the call, and must not reach this process's
+        buffers."""
+        if child is self.cand:
+            raise ValueError("tensors come with the reply of a reference call only")
+        specs = _checked_specs({"t": "tuple", "items": list(expect.values())})
         bufs = None
         if self.device == "cpu":
-            h, data = self.ask(child, replace(call, deliver=parts), Called, deadline, what)
+            h, data = self.ask(child, replace(call, deliver=list(expect)), Called, deadline, what)
         else:
             bufs = self._buffers(specs)
             descs = [tensors.share_cuda(b) for b in bufs]
-            h, data = self.ask(child, replace(call, deliver=parts, buffers=descs), Called, deadline, what)
-        if not (h.delivered and all(_kept_structure(h, p) == expect[p] for p in parts)):
+            h, data = self.ask(child, replace(call, deliver=list(expect), buffers=descs), Called, deadline, what)
+        if not (h.delivered and all(_kept_structure(h, p) == expect[p] for p in expect)):
             return h, None
-        got = bufs if bufs is not None else _unpack(data, specs)
-        handed, start = {}, 0
-        for p, n in zip(parts, counts, strict=True):
-            handed[p], start = got[start : start + n], start + n
-        return h, handed
+        return h, _split(expect, bufs if bufs is not None else _unpack(data, specs))
 
     def _buffers(self, specs: list[tuple[torch.dtype, list[int]]]) -> list[torch.Tensor]:
         """Device buffers this process owns, for a child to copy tensors into (from the receive pool)."""
@@ -481,6 +487,15 @@ def _kept_structure(h: Called, part: Kept) -> Structure | None:
         return h.inputs
     outputs = h.structures[:1] if part == "output" else h.structures[-1:]
     return outputs[0] if outputs else None
+
+
+def _split(parts: dict[Kept, Structure], got: list[torch.Tensor]) -> dict[Kept, list[torch.Tensor]]:
+    """Tensors handed over for `parts`, in order, by part."""
+    split, start = {}, 0
+    for part, structure in parts.items():
+        n = len(tensors.tensor_specs(structure))
+        split[part], start = got[start : start + n], start + n
+    return split
 
 
 def _checked_specs(structure: Structure) -> list[tuple[torch.dtype, list[int]]]:

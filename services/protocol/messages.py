@@ -73,8 +73,9 @@ class Call(Command):
     determinism check); `poison` lists (dtype, shape) blocks to fill with garbage first; `sizes` replaces size
     globals of the reference module for this call only (hidden sizes); `neutralised` skips every launch of the
     candidate's own kernels during the call (the output-dependence check). `deliver` hands over those parts of
-    what the call keeps with the reply, as a `Deliver` of each would (`buffers`: their tensors in that order),
-    where they match the buffers: a request fewer for each part."""
+    what the call keeps with the reply, as a `Deliver` would (`buffers`: their tensors in that order), where they
+    match the buffers: a request fewer. Only to the reference: the parent's buffers must never be in reach of a
+    candidate's code while it runs (a Deliver reaches the child once its call has returned)."""
 
     cmd: ClassVar[str] = "call"
     seed: int
@@ -112,12 +113,12 @@ class Profile(Command):
 
 @dataclass(frozen=True)
 class Deliver(Command):
-    """Hand over the tensors kept from the last call (`retained`: the `index`-th output copied aside by
-    `Time.retain_previous`): as payloads (CPU) or copied into the parent's `buffers` (CUDA IPC descriptors from
-    `services.protocol.tensors.share_cuda`)."""
+    """Hand over the tensors kept from the last call, the parts in `what` in that order (`retained`, alone: the
+    `index`-th output copied aside by `Time.retain_previous`): as payloads (CPU) or copied into the parent's
+    `buffers` (CUDA IPC descriptors from `services.protocol.tensors.share_cuda`)."""
 
     cmd: ClassVar[str] = "deliver"
-    what: Kept
+    what: list[Kept]
     buffers: list[dict[str, Any]] | None = None
     index: int = 0
 
