@@ -83,8 +83,8 @@ class Evaluator:
         try:
             return self._attempt(problem, candidate_source, options, device, timings, slot)
         except DeviceMemoryShort:
-            pass  # out of the handler, the first attempt's frames go, and with them the buffers they held
-        self.last_retried_alone = True
+            self.last_retried_alone = True
+        # Out of the handler: the first attempt's frames are gone, and with them the buffers they held.
         with slot.alone():
             drain_closed_children(every=True)  # the first attempt's, whatever they held
             torch.cuda.empty_cache()

@@ -506,7 +506,7 @@ class Runtime:
         if len(buffers) != len(found) or (
             exact
             and any(
-                list(t.shape) != d["shape"] or str(t.dtype).removeprefix("torch.") != d["dtype"]
+                list(t.shape) != d["shape"] or tensors.dtype_name(t.dtype) != d["dtype"]
                 for t, d in zip(found, buffers, strict=True)
             )
         ):

@@ -52,12 +52,15 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
     for i in range(trials):
         seed = session.seed("correct", i)
         count_flops = i == 0 and session.device == "cuda" and session.defended
-        ref_h, ref_got = _reference_call(session, Call(seed=seed, count_flops=count_flops), expect, deadline)
+        ref_h, ref_got = session.call_and_receive(
+            session.ref, Call(seed=seed, count_flops=count_flops), expect, deadline, "running the reference"
+        )
         ref_struct = ref_h.structures[0]
         if count_flops:
             out.flops = float(ref_h.flops or 0.0)
         if i == 0:
             out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
+            small = sum(out.io_bytes) <= SMALL_TENSOR_BYTES
         what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
         asked, waited = time.monotonic(), session.gpu_waited_s
         cand_h, _ = session.ask(
@@ -93,7 +96,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
         if structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs"):
             raise EarlyVerdict(Verdict.INCORRECT, "The candidate's inputs changed type or shape during forward().")
         cand_got = None
-        if sum(out.io_bytes) <= SMALL_TENSOR_BYTES:
+        if small:
             if ref_got is None:
                 ref_got = session.receive_parts(session.ref, {"inputs": ref_h.inputs, "output": ref_struct}, deadline)
             cand_got = session.receive_parts(session.cand, _kept(cand_h, i), deadline)
@@ -124,7 +127,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
                     "uninitialised memory or a race between programs.",
                 )
         del ref_out, cand_out, ref_got, cand_got
-        if i == 0 and sum(out.io_bytes) <= SMALL_TENSOR_BYTES:
+        if i == 0 and small:
             expect = {"inputs": ref_h.inputs, "output": ref_struct}
     # Once: each trial's Call drops what the child kept from the last before it runs, so a release between
     # trials would only cost a request (and, on a shared GPU, a wait for its turn).
@@ -195,17 +198,7 @@ def hidden_sizes(session: Session, reference_source: str, why: str, out: Correct
 
 def poison_specs(structure: Structure) -> list[tuple[str, list[int]]]:
     """The (dtype, shape) of each expected output, for the child to poison before the candidate's call."""
-    return [(str(d).removeprefix("torch."), s) for d, s in tensors.tensor_specs(structure)]
-
-
-def _reference_call(
-    session: Session, call: Call, expect: dict[Kept, Structure] | None, deadline: float
-) -> tuple[Called, HandedOver | None]:
-    """The reference's correctness call; with `expect` its inputs and output come with the reply (None where
-    they did not)."""
-    if expect is None:
-        return session.ask(session.ref, call, Called, deadline, "running the reference")[0], None
-    return session.call_and_receive(session.ref, call, expect, deadline, "running the reference")
+    return [(tensors.dtype_name(d), s) for d, s in tensors.tensor_specs(structure)]
 
 
 def _kept(h: Called, i: int) -> dict[Kept, Structure]:

@@ -358,41 +358,40 @@ class Session:
         specs = _checked_specs({"t": "tuple", "items": list(parts.values())})
         what = list(parts)
         shown = f"delivering its {' and '.join(what)}"
-        if self.device == "cpu":
-            _, data = self.ask(child, Deliver(what=what, index=index), Delivered, deadline, shown)
-            return _split(parts, _unpack(data, specs))
-        bufs = self._buffers(specs)
-        descs = [tensors.share_cuda(b) for b in bufs]
-        self.ask(child, Deliver(what=what, buffers=descs, index=index), Delivered, deadline, shown)
-        return _split(parts, bufs)
+        bufs, descs = self._buffers(specs)
+        _, data = self.ask(child, Deliver(what=what, buffers=descs, index=index), Delivered, deadline, shown)
+        return _split(parts, bufs if bufs is not None else _unpack(data, specs))
 
     def call_and_receive(
-        self, child: Child, call: Call, expect: dict[Kept, Structure], deadline: float, what: str
+        self, child: Child, call: Call, expect: dict[Kept, Structure] | None, deadline: float, what: str
     ) -> tuple[Called, HandedOver | None]:
         """A Call to a reference child whose reply hands over the parts of what it keeps that `expect` names
-        (`Call.deliver`), into buffers for the structures it expects (an earlier call's on the same sizes): a
-        request fewer. None for the tensors where the call's structures differ (`receive` still reaches what the
-        child kept). Never a candidate's: its code runs during the call, and must not reach this process's
-        buffers."""
+        (`Call.deliver`; none without `expect`), into buffers for the structures it expects (an earlier call's on
+        the same sizes): a request fewer. None for the tensors where the call's structures differ (`receive` still
+        reaches what the child kept). Never a candidate's: its code runs during the call, and must not reach this
+        process's buffers."""
         if child is self.cand:
             raise ValueError("tensors come with the reply of a reference call only")
+        if expect is None:
+            return self.ask(child, call, Called, deadline, what)[0], None
         specs = _checked_specs({"t": "tuple", "items": list(expect.values())})
-        bufs = None
-        if self.device == "cpu":
-            h, data = self.ask(child, replace(call, deliver=list(expect)), Called, deadline, what)
-        else:
-            bufs = self._buffers(specs)
-            descs = [tensors.share_cuda(b) for b in bufs]
-            h, data = self.ask(child, replace(call, deliver=list(expect), buffers=descs), Called, deadline, what)
+        bufs, descs = self._buffers(specs)
+        h, data = self.ask(child, replace(call, deliver=list(expect), buffers=descs), Called, deadline, what)
         if not (h.delivered and all(_kept_structure(h, p) == expect[p] for p in expect)):
             return h, None
         return h, _split(expect, bufs if bufs is not None else _unpack(data, specs))
 
-    def _buffers(self, specs: list[tuple[torch.dtype, list[int]]]) -> list[torch.Tensor]:
-        """Device buffers this process owns, for a child to copy tensors into (from the receive pool)."""
+    def _buffers(
+        self, specs: list[tuple[torch.dtype, list[int]]]
+    ) -> tuple[list[torch.Tensor] | None, list[dict[str, Any]] | None]:
+        """On CUDA, buffers this process owns for a child to copy tensors into (from the receive pool) and their
+        IPC descriptors; on CPU none: the tensors come as payloads."""
+        if self.device == "cpu":
+            return None, None
         pool = self._receive_pool()
         with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
-            return [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
+            bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
+        return bufs, [tensors.share_cuda(b) for b in bufs]
 
     def output_mismatch(
         self,

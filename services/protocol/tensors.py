@@ -13,8 +13,14 @@ from typing import Any
 
 import torch
 
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """A dtype as the messages name it ("float32")."""
+    return str(dtype).removeprefix("torch.")
+
+
 _DTYPES = {
-    str(d).removeprefix("torch."): d
+    dtype_name(d): d
     for d in (
         torch.float64,
         torch.float32,
@@ -59,7 +65,7 @@ def describe(obj: Any, tensors: list[torch.Tensor], _type: type = type) -> dict[
         return {"t": "tensor_subclass", "type": "Tensor with attributes set on the instance"}
     if kind is torch.Tensor:
         tensors.append(obj)
-        return {"t": "tensor", "dtype": str(obj.dtype).removeprefix("torch."), "shape": list(obj.shape)}
+        return {"t": "tensor", "dtype": dtype_name(obj.dtype), "shape": list(obj.shape)}
     if isinstance(obj, torch.Tensor):
         return {"t": "tensor_subclass", "type": kind.__name__}
     if kind in (tuple, list):
@@ -129,7 +135,7 @@ def share_cuda(t: torch.Tensor) -> dict[str, Any]:
         "rc_offset": rc_offset,
         "ev_handle": _b64(ev_handle),
         "ev_sync": ev_sync,
-        "dtype": str(t.dtype).removeprefix("torch."),
+        "dtype": dtype_name(t.dtype),
         "shape": list(t.shape),
         "storage_offset": t.storage_offset(),
     }
