@@ -346,3 +346,35 @@ def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluation
         second = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
     assert first.verdict is second.verdict is Verdict.PASSED
     assert second.phases["start_drain"] < 0.03, second.phases
+
+
+_FIRST_REQUEST = """
+import sys, time, torch
+from services.child.boot import _warm_device_code, import_harness
+from services.protocol.tensors import fingerprint
+torch.cuda.init(); torch.empty(1, device="cuda"); import_harness()
+if sys.argv[1] == "warm":
+    _warm_device_code()
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+fingerprint([torch.randn(255, device="cuda", dtype=torch.float16)]).tolist()
+a = torch.rand(16, 16, device="cuda")
+(a @ a).sum().item()
+print(time.perf_counter() - t0)
+"""
+
+
+def test_a_gpu_childs_warm_up_loads_the_device_code_of_its_first_requests():
+    # #13: CUDA loads each kernel on its first launch; a child's first digest, generator and matmul (the cuBLAS
+    # handle) took 0.1-0.3 s of its first requests on an H200 until the child loaded them while it waited.
+    import subprocess
+    import sys
+
+    seconds = {}
+    for mode in ("cold", "warm"):
+        done = subprocess.run(
+            [sys.executable, "-c", _FIRST_REQUEST, mode], capture_output=True, text=True, timeout=300, check=True
+        )
+        assert "warm-up stopped" not in done.stderr, done.stderr
+        seconds[mode] = float(done.stdout.split()[-1])
+    assert seconds["warm"] * 3 < seconds["cold"], seconds
