@@ -253,6 +253,7 @@ def run_mode(
             "drain_wait_median_s": round(statistics.median(e["timing_slot_drain_s"] for e in slot), 3),
             "gpu_work_wait_median_s": round(statistics.median(e["gpu_wait_s"] for e in slot), 3),
             "retried_alone": sum(e.get("retried_alone", False) for e in slot),
+            "started_alone": sum(e.get("started_alone", False) for e in slot),
             "alone_wait_s": round(sum(e.get("alone_wait_s", 0.0) for e in slot), 1),
             "long_holds": long_holds(slot),
             "longest_gpu_requests": gpu_requests(slot),

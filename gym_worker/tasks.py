@@ -225,6 +225,8 @@ class WorkerState:
                 "gpu_wait_s": round(self.slot.shared_waited_s, 3),
                 # ran out of device memory beside other evaluations and ran again with the device to itself
                 "retried_alone": self.evaluator.last_retried_alone,
+                # its problem had, in this process, so it started alone
+                "started_alone": self.evaluator.last_started_alone,
                 "alone_wait_s": round(self.slot.alone_waited_s, 3),
                 "longest_gpu_request": {
                     "s": round(self.slot.longest_shared[0], 3),

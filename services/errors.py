@@ -26,7 +26,13 @@ class InfrastructureFault(EvaluationError):
 
 class DeviceMemoryShort(EvaluationError):
     """The device ran out of memory while other evaluations shared it: neither the candidate's fault nor the
-    problem's, nor a fault of the machine. The evaluator runs the evaluation again with the device to itself."""
+    problem's, nor a fault of the machine. The evaluator runs the evaluation again with the device to itself.
+    `problem_sized`: the parent's buffers or the reference ran out, which the problem's sizes decide, so its next
+    candidates would too; not where the candidate's child did (one greedy candidate says nothing of the next)."""
+
+    def __init__(self, message: str, problem_sized: bool):
+        super().__init__(message)
+        self.problem_sized = problem_sized
 
 
 class EvaluationCancelled(EvaluationError):

@@ -399,3 +399,16 @@ def test_broken_reference_raises_reference_failed(evaluator):
     )
     with pytest.raises(ReferenceFailed, match="ref"):
         evaluator.evaluate(Problem(id="broken", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
+
+
+def test_the_problems_that_must_start_alone_are_kept_by_reference_source_and_only_the_latest():
+    from services.evaluator import ProblemsAlone
+
+    alone = ProblemsAlone(most=2)
+    a, b, c = (Problem(f"p{i}", f"# reference {i}\n") for i in range(3))
+    alone.add(a)
+    assert a in alone and Problem("renamed", a.source) in alone and b not in alone
+    alone.add(b)
+    alone.add(a)  # seen again: the latest once more
+    alone.add(c)
+    assert a in alone and c in alone and b not in alone

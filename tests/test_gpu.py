@@ -3,9 +3,11 @@ timing attacks that only a GPU can express are caught. Skipped without CUDA."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -304,10 +306,34 @@ def get_init_inputs():
     assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
 
 
+@contextlib.contextmanager
+def _neighbour_holding_all_but_4_gib(lock) -> Iterator[None]:
+    """Another evaluation on the device, holding all but 4 GiB of its memory for 5 s after the block starts."""
+    from services.device_lock import TimingSlot
+
+    neighbour, inside, leave = TimingSlot(lock), threading.Event(), threading.Event()
+
+    def other_evaluation() -> None:
+        with neighbour.occupy():
+            hog = torch.empty(torch.cuda.mem_get_info()[0] - (4 << 30), dtype=torch.uint8, device="cuda")
+            inside.set()
+            leave.wait(60)
+            del hog
+            torch.cuda.empty_cache()
+
+    other = threading.Thread(target=other_evaluation)
+    other.start()
+    assert inside.wait(30)
+    threading.Timer(5.0, leave.set).start()
+    try:
+        yield
+    finally:
+        other.join(60)
+
+
 def test_an_evaluation_out_of_memory_beside_another_runs_again_with_the_device_to_itself(relu, tmp_path):
     # Pipelined evaluations share the device's memory: KernelBench problems at published sizes exhausted an
     # H200 three at a time. Running out beside another is no one's fault; alone, the candidate's buffer fits.
-    from services.device_lock import TimingSlot
     from services.evaluator import Evaluator
     from services.settings import EvalSettings
 
@@ -315,24 +341,39 @@ def test_an_evaluation_out_of_memory_beside_another_runs_again_with_the_device_t
     body = "scratch = torch.empty(8 << 30, dtype=torch.uint8, device=x.device)\nreturn triton_relu(x)"
     with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, device_lock=str(lock))) as ev:
         assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED  # warm
-        neighbour, inside, leave = TimingSlot(lock), threading.Event(), threading.Event()
-
-        def other_evaluation() -> None:  # holds all but 4 GiB of the device until told to leave
-            with neighbour.occupy():
-                hog = torch.empty(torch.cuda.mem_get_info()[0] - (4 << 30), dtype=torch.uint8, device="cuda")
-                inside.set()
-                leave.wait(60)
-                del hog
-                torch.cuda.empty_cache()
-
-        other = threading.Thread(target=other_evaluation)
-        other.start()
-        assert inside.wait(30)
-        threading.Timer(5.0, leave.set).start()
-        result = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
-        other.join(60)
+        with _neighbour_holding_all_but_4_gib(lock):
+            result = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
         assert result.verdict is Verdict.PASSED, result.feedback
         assert ev.last_retried_alone and ev.timing_slot.alone_waited_s > 0.5
+        # The candidate's own buffer ran out, which says nothing of the problem's next candidates.
+        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED
+        assert not ev.last_started_alone
+
+
+def test_a_problem_whose_reference_ran_out_of_memory_beside_another_starts_its_next_candidates_alone(relu, tmp_path):
+    # #13: KernelBench at published sizes through the pipelined worker: 6 of 8 evaluations failed once beside
+    # others and ran again alone (44 s waiting). The problem's sizes are the cause, so its next candidates start alone.
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    lock = tmp_path / "gpu.lock"
+    large = Problem(
+        "level1/relu_8_gib_scratch",
+        relu.source.replace(
+            "return torch.relu(x)",
+            "torch.empty(8 << 30, dtype=torch.uint8, device=x.device)\n        return torch.relu(x)",
+        ),
+    )
+    with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, device_lock=str(lock))) as ev:
+        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED  # warm
+        with _neighbour_holding_all_but_4_gib(lock):
+            first = ev.evaluate(large, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+        assert first.verdict is Verdict.PASSED, first.feedback
+        assert ev.last_retried_alone and not ev.last_started_alone
+        with _neighbour_holding_all_but_4_gib(lock):
+            second = ev.evaluate(large, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+        assert second.verdict is Verdict.PASSED, second.feedback
+        assert ev.last_started_alone and not ev.last_retried_alone and ev.timing_slot.alone_waited_s > 0.5
 
 
 def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluations_small_children_to_die(relu, tmp_path):

@@ -332,7 +332,7 @@ class Session:
             tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
             context = reply.context or what
             if reply.out_of_memory and self.memory_shared:
-                raise DeviceMemoryShort(f"the device ran out of memory while {context}")
+                raise DeviceMemoryShort(f"the device ran out of memory while {context}", problem_sized=is_ref)
             if is_ref or reply.error == "reference_error":
                 who = "reference" if is_ref else "candidate"
                 raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
