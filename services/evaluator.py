@@ -13,7 +13,6 @@ import hashlib
 import os
 import platform
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -65,7 +64,7 @@ class Evaluator:
         self.last_requests: dict[str, dict[str, float]] = {}
         self.last_retried_alone = False  # it ran out of memory beside others and ran again alone
         self.last_started_alone = False  # its problem had, so it started alone
-        self._alone = ProblemsAlone()
+        self._alone = ProblemsAlone(Path(f"{lock}.alone")) if lock else None
 
     def evaluate(
         self,
@@ -76,7 +75,7 @@ class Evaluator:
     ) -> EvalResult:
         """`timings` keeps reference timings between evaluations (see `services.timing_cache`). An evaluation
         that ran out of device memory beside others' runs once more with the device to itself; where the
-        problem's sizes were the cause, this evaluator starts that problem's next candidates alone."""
+        problem's sizes were the cause, that problem's next candidates on the device start alone."""
         options = options or EvalOptions()
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device == "cuda" and not torch.cuda.is_available():
@@ -85,14 +84,14 @@ class Evaluator:
         self.last_retried_alone = self.last_started_alone = False
         if slot is None:
             return self._attempt(problem, candidate_source, options, device, timings, None)
-        if problem in self._alone:
+        if self._alone is not None and problem in self._alone:
             self.last_started_alone = True
         else:
             try:
                 return self._attempt(problem, candidate_source, options, device, timings, slot)
             except DeviceMemoryShort as short:
                 self.last_retried_alone = True
-                if short.problem_sized:
+                if short.problem_sized and self._alone is not None:
                     self._alone.add(problem)
         # Out of the handler: the first attempt's frames are gone, and with them the buffers they held.
         with slot.alone():
@@ -161,28 +160,35 @@ class Evaluator:
 
 
 class ProblemsAlone:
-    """The problems whose own sizes ran the shared device out of memory (a KernelBench problem at its published
-    sizes: three in flight exhausted an H200), by reference source, the latest `most`. Their next candidates
-    start alone rather than each failing once beside others first: on an H200, 6 of 8 such evaluations did, and
-    waited 44 s in all to run again. Per evaluator: each of a worker's processes learns it once."""
+    """The problems whose own sizes ran a shared device out of memory (a KernelBench problem at its published
+    sizes: three in flight exhausted an H200), as empty files named after the reference source's hash in
+    `directory`, beside the device's lock files: every process that evaluates on the device reads and adds to
+    them. Their next candidates start alone rather than each failing once beside others first (on an H200, 6 of 8
+    such evaluations did, and waited 44 s in all to run again). The `most` latest are kept."""
 
-    def __init__(self, most: int = 256):
+    def __init__(self, directory: Path, most: int = 256):
+        self.directory = directory
         self.most = most
-        self._keys: OrderedDict[str, None] = OrderedDict()
 
-    @staticmethod
-    def _key(problem: Problem) -> str:
-        return hashlib.sha256(problem.source.encode()).hexdigest()
+    def _file(self, problem: Problem) -> Path:
+        return self.directory / hashlib.sha256(problem.source.encode()).hexdigest()
 
     def add(self, problem: Problem) -> None:
-        key = self._key(problem)
-        self._keys[key] = None
-        self._keys.move_to_end(key)
-        while len(self._keys) > self.most:
-            self._keys.popitem(last=False)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._file(problem).touch()  # the latest again where it was there already
+        kept = sorted(self.directory.iterdir(), key=_mtime)
+        for old in kept[: max(0, len(kept) - self.most)]:
+            old.unlink(missing_ok=True)
 
     def __contains__(self, problem: Problem) -> bool:
-        return self._key(problem) in self._keys
+        return self._file(problem).exists()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # another process pruned it meanwhile
+        return 0.0
 
 
 @contextmanager

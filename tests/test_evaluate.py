@@ -401,14 +401,17 @@ def test_broken_reference_raises_reference_failed(evaluator):
         evaluator.evaluate(Problem(id="broken", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
 
 
-def test_the_problems_that_must_start_alone_are_kept_by_reference_source_and_only_the_latest():
+def test_the_problems_that_must_start_alone_are_shared_by_reference_source_and_only_the_latest_kept(tmp_path):
+    import os
+
     from services.evaluator import ProblemsAlone
 
-    alone = ProblemsAlone(most=2)
+    alone, other_process = ProblemsAlone(tmp_path / "gpu.alone", most=2), ProblemsAlone(tmp_path / "gpu.alone")
     a, b, c = (Problem(f"p{i}", f"# reference {i}\n") for i in range(3))
+    assert a not in alone
     alone.add(a)
-    assert a in alone and Problem("renamed", a.source) in alone and b not in alone
+    assert a in other_process and Problem("renamed", a.source) in alone and b not in alone
     alone.add(b)
-    alone.add(a)  # seen again: the latest once more
+    os.utime(alone._file(b), (1, 1))  # b is the oldest
     alone.add(c)
-    assert a in alone and c in alone and b not in alone
+    assert a in alone and c in alone and b not in other_process
