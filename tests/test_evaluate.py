@@ -415,3 +415,13 @@ def test_the_problems_that_must_start_alone_are_shared_by_reference_source_and_o
     os.utime(alone._file(b), (1, 1))  # b is the oldest
     alone.add(c)
     assert a in alone and c in alone and b not in other_process
+
+
+def test_a_timed_output_of_another_shape_is_rejected_before_the_parent_receives_it(evaluator, relu):
+    # The parent sizes its buffers by the reference's output, never by a candidate's claim: one that claimed a
+    # huge output would run the parent out of device memory, which counts against the problem.
+    body = "global CALLS\nCALLS += 1\nout = triton_relu(x)\nreturn torch.cat([out, out]) if CALLS > 8 else out"
+    result = evaluator.evaluate(relu, unique(relu_candidate(body, "CALLS = 0\n")), CPU)
+    assert result.verdict is Verdict.REJECTED
+    failed = [c for c in result.checks if not c.passed]
+    assert [c.name for c in failed] == ["timed_output_recheck"] and "(128, 1000)" in failed[0].detail, failed

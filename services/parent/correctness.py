@@ -59,6 +59,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
         if count_flops:
             out.flops = float(ref_h.flops or 0.0)
         if i == 0:
+            session.reference_output = ref_struct
             out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
             small = sum(out.io_bytes) <= SMALL_TENSOR_BYTES
         what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"

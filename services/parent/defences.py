@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from services import stats
+from services.compare import structure_mismatch
 from services.errors import EarlyVerdict
 from services.parent import evidence
 from services.parent.session import Session
@@ -46,11 +47,18 @@ class TimedCall:
 def recheck(session: Session, call: TimedCall, deadline: float) -> None:
     """Compare a timed call's output with the reference's for the same (unseen) inputs. A retained copy, compared
     after the measurement, must still have the digest its call reported: no later call may mend it."""
+    # Buffers are sized by what the reference returned, never by what a candidate's reply claims: an output it
+    # says is huge would run the parent out of memory, which counts against the problem (services.evaluator).
+    same = call.structure == session.reference_output
     ref_h, got = session.call_and_receive(
-        session.ref, Call(seed=call.seed), {"output": call.structure}, deadline, "re-running the reference"
+        session.ref,
+        Call(seed=call.seed),
+        {"output": call.structure} if same else None,
+        deadline,
+        "re-running the reference",
     )
     cand_out = None
-    if call.retained is not None:
+    if call.retained is not None and structure_mismatch(ref_h.structures[0], call.structure) is None:
         cand_out = session.receive(session.cand, "retained", call.structure, deadline, index=call.retained)
         if call.digest is not None and tensors.fingerprint(cand_out).tolist() != call.digest:
             raise session.fail(

@@ -166,6 +166,7 @@ class Session:
         self.precompiled: PrecompileOutcome | None = None
         self.cancelled = False
         self.reference_call_s = 0.0  # the slowest reference call the parent has seen (whole request)
+        self.reference_output: Structure | None = None  # its first correctness call's output, as it described it
         self.compile_total_s = 0.0  # the candidate child's compile time so far, as it reports it
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
         self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
