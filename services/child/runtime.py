@@ -32,6 +32,8 @@ from services.protocol.messages import (
     Loaded,
     Profile,
     Profiled,
+    Recompute,
+    Recomputed,
     Release,
     Released,
     Reply,
@@ -231,6 +233,7 @@ class Runtime:
             Load: self.load,
             Call: self.call,
             Deliver: self.deliver,
+            Recompute: self.recompute,
             Time: self.time_call,
             Profile: self.profile,
             Release: self.release,
@@ -484,7 +487,8 @@ class Runtime:
     def deliver(self, h: Deliver) -> None:
         found: list[torch.Tensor] = []
         if h.what == ["retained"]:
-            found = self.retained[h.index]
+            for i in h.indices:
+                found += self.retained[i]
         elif self.kept is None:
             raise RuntimeError("nothing to deliver")
         else:
@@ -494,6 +498,19 @@ class Runtime:
         if not delivered:
             raise RuntimeError(f"{len(h.buffers or [])} buffers for {len(found)} tensors")
         self.reply(Delivered(count=len(found)), payloads)
+
+    def recompute(self, h: Recompute) -> None:
+        """The reference's outputs for several seeds, handed over with the reply."""
+        if self.role != "reference":
+            raise RuntimeError("only the reference recomputes")
+        self.kept = None
+        model = self._model("eager")
+        outs = [self._forward(model, self._inputs(seed)) for seed in h.seeds]
+        found: list[torch.Tensor] = []
+        for out in outs:
+            tensors.describe(out, found)
+        delivered, payloads = self._hand_over(found, h.buffers, exact=True)
+        self.reply(Recomputed(structures=[tensors.describe(o, []) for o in outs], delivered=delivered), payloads)
 
     def _hand_over(
         self, found: list[torch.Tensor], buffers: list[dict[str, Any]] | None, exact: bool

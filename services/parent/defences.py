@@ -59,19 +59,54 @@ def recheck(session: Session, call: TimedCall, deadline: float) -> None:
     )
     cand_out = None
     if call.retained is not None and structure_mismatch(ref_h.structures[0], call.structure) is None:
-        cand_out = session.receive(session.cand, "retained", call.structure, deadline, index=call.retained)
-        if call.digest is not None and tensors.fingerprint(cand_out).tolist() != call.digest:
-            raise session.fail(
-                "timed_output_recheck",
-                "a timed call's output changed after the call returned",
-                Verdict.REJECTED,
-                "Rejected: the output of a timed call changed after the call returned (outputs must be "
-                "complete when forward() returns and stay as they are).",
-                measured={"output_changed_after_call": True},
-                thresholds={"output_changed_after_call": False},
-            )
-    ref_out = got["output"] if got is not None else None
-    msg, measured = session.output_mismatch(ref_h.structures[0], call.structure, deadline, cand_out, ref_out)
+        cand_out = session.receive_copies([call.retained], ref_h.structures[0], deadline)[0]
+    _judge(session, call, ref_h.structures[0], got["output"] if got is not None else None, cand_out, deadline)
+
+
+def recheck_all(session: Session, calls: list[TimedCall], deadline: float) -> None:
+    """`recheck` for a measurement's chosen calls and its last, in three requests rather than two a call: the
+    reference's outputs for every seed in one, the candidate's retained copies in another, its last output in a
+    third. On a shared GPU each request waits for other evaluations' measurements. One by one where the
+    reference's output is not of one structure for every seed."""
+    ref_struct = session.reference_output
+    if ref_struct is None or not calls:
+        for call in calls:
+            recheck(session, call, deadline)
+        return
+    _, ref_outs = session.recompute([call.seed for call in calls], ref_struct, deadline)
+    if ref_outs is None:
+        for call in calls:
+            recheck(session, call, deadline)
+        return
+    copied = [
+        c.retained for c in calls if c.retained is not None and structure_mismatch(ref_struct, c.structure) is None
+    ]
+    copies = dict(zip(copied, session.receive_copies(copied, ref_struct, deadline), strict=True)) if copied else {}
+    for call, ref_out in zip(calls, ref_outs, strict=True):
+        _judge(session, call, ref_struct, ref_out, copies.get(call.retained), deadline)
+
+
+def _judge(
+    session: Session,
+    call: TimedCall,
+    ref_struct: Structure,
+    ref_out: list[torch.Tensor] | None,
+    cand_out: list[torch.Tensor] | None,
+    deadline: float,
+) -> None:
+    """One re-check's verdict: a retained copy (`cand_out`) still has its call's digest, and the output matches
+    the reference's (`ref_out`; either is received here where None, structures permitting)."""
+    if cand_out is not None and call.digest is not None and tensors.fingerprint(cand_out).tolist() != call.digest:
+        raise session.fail(
+            "timed_output_recheck",
+            "a timed call's output changed after the call returned",
+            Verdict.REJECTED,
+            "Rejected: the output of a timed call changed after the call returned (outputs must be "
+            "complete when forward() returns and stay as they are).",
+            measured={"output_changed_after_call": True},
+            thresholds={"output_changed_after_call": False},
+        )
+    msg, measured = session.output_mismatch(ref_struct, call.structure, deadline, cand_out, ref_out)
     if msg is not None:
         raise session.fail(
             "timed_output_recheck",
@@ -81,7 +116,7 @@ def recheck(session: Session, call: TimedCall, deadline: float) -> None:
             "correctness trials passed: outputs must be computed from each "
             "call's inputs (no caching or replay across calls).",
             measured,
-            session.tolerance_of(ref_h.structures[0]),
+            session.tolerance_of(ref_struct),
         )
     session.evidence.rechecks_passed += 1
 

@@ -42,6 +42,8 @@ from services.protocol.messages import (
     Failure,
     Kept,
     Launches,
+    Recompute,
+    Recomputed,
     Release,
     Released,
     Reply,
@@ -345,23 +347,45 @@ class Session:
         for child in children or (self.ref, self.cand):
             self.ask(child, Release(trim=trim), Released, deadline, "releasing tensors")
 
-    def receive(
-        self, child: Child, what: Kept, structure: Structure, deadline: float, index: int = 0
-    ) -> list[torch.Tensor]:
-        """Have a child deliver the tensors of its kept `what` (`retained`: its `index`-th) into buffers this
-        process owns."""
-        return self.receive_parts(child, {what: structure}, deadline, index)[what]
+    def receive(self, child: Child, what: Kept, structure: Structure, deadline: float) -> list[torch.Tensor]:
+        """Have a child deliver the tensors of its kept `what` into buffers this process owns."""
+        return self.receive_parts(child, {what: structure}, deadline)[what]
 
     def receive_parts(
-        self, child: Child, parts: dict[Kept, Structure], deadline: float, index: int = 0
+        self, child: Child, parts: dict[Kept, Structure], deadline: float
     ) -> dict[Kept, list[torch.Tensor]]:
         """`receive` for several kept parts (of these structures) in one request."""
         specs = _checked_specs({"t": "tuple", "items": list(parts.values())})
         what = list(parts)
         shown = f"delivering its {' and '.join(what)}"
         bufs, descs = self._buffers(specs)
-        _, data = self.ask(child, Deliver(what=what, buffers=descs, index=index), Delivered, deadline, shown)
+        _, data = self.ask(child, Deliver(what=what, buffers=descs), Delivered, deadline, shown)
         return _split(parts, bufs if bufs is not None else _unpack(data, specs))
+
+    def receive_copies(self, indices: list[int], structure: Structure, deadline: float) -> list[list[torch.Tensor]]:
+        """The candidate's timed outputs it copied aside (`Time.retain_previous`) at `indices`, each of `structure`
+        (the reference's: a copy of another was never asked for), in one request."""
+        specs = _checked_specs({"t": "tuple", "items": [structure] * len(indices)})
+        bufs, descs = self._buffers(specs)
+        what = f"delivering its {len(indices)} retained output(s)"
+        _, data = self.ask(
+            self.cand, Deliver(what=["retained"], buffers=descs, indices=indices), Delivered, deadline, what
+        )
+        return _chunks(bufs if bufs is not None else _unpack(data, specs), len(indices))
+
+    def recompute(
+        self, seeds: list[int], structure: Structure, deadline: float
+    ) -> tuple[list[Structure], list[list[torch.Tensor]] | None]:
+        """The reference's outputs for `seeds` in one request, into buffers for `structure` (its own, from its
+        first call); None for the tensors where an output's structure differed (the reply says what they were)."""
+        specs = _checked_specs({"t": "tuple", "items": [structure] * len(seeds)})
+        bufs, descs = self._buffers(specs)
+        h, data = self.ask(
+            self.ref, Recompute(seeds=seeds, buffers=descs), Recomputed, deadline, "re-running the reference"
+        )
+        if not h.delivered or any(s != structure for s in h.structures):
+            return h.structures, None
+        return h.structures, _chunks(bufs if bufs is not None else _unpack(data, specs), len(seeds))
 
     def call_and_receive(
         self, child: Child, call: Call, expect: dict[Kept, Structure] | None, deadline: float, what: str
@@ -496,6 +520,12 @@ def _split(parts: dict[Kept, Structure], got: list[torch.Tensor]) -> dict[Kept, 
         n = len(tensors.tensor_specs(structure))
         split[part], start = got[start : start + n], start + n
     return split
+
+
+def _chunks(got: list[torch.Tensor], n: int) -> list[list[torch.Tensor]]:
+    """`n` values' tensors handed over one value after another, each value's in a list (equal counts)."""
+    each = len(got) // n if n else 0
+    return [got[i * each : (i + 1) * each] for i in range(n)]
 
 
 def _checked_specs(structure: Structure) -> list[tuple[torch.dtype, list[int]]]:

@@ -139,9 +139,7 @@ class _Timer:
     def recheck_all(self) -> None:
         """The chosen calls and the last one, compared with the reference's outputs (once the slot is released,
         as other evaluations' GPU work may run beside it). A chosen call that no later call followed is the last."""
-        for call in self.retained:
-            defences.recheck(self.session, call, self.deadline)
-        defences.recheck(self.session, self.last_candidate, self.deadline)
+        defences.recheck_all(self.session, [*self.retained, self.last_candidate], self.deadline)
         # Once for all re-checks (each reference Call drops what the last one kept), the candidate's only where it
         # holds copies.
         self.session.release(

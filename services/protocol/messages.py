@@ -1,6 +1,7 @@
 """The messages between the trusted parent and a child: one typed class per command and per reply.
 
-Parent -> child: `Job` once, then `Load`, `Call`, `Time`, `Profile`, `Deliver`, `Release`, `Exit`; a compiler
+Parent -> child: `Job` once, then `Load`, `Call`, `Time`, `Profile`, `Deliver`, `Recompute` (the reference
+only), `Release`, `Exit`; a compiler
 child (services.child.compiler) gets `Precompile` alone.
 Child -> parent: `Ready` before the job; then, for each command, its reply class or a `Failure`. Every reply
 after the job carries the job's nonce, a sequence number (checked by `sandbox.Child`) and, from a child that
@@ -114,13 +115,24 @@ class Profile(Command):
 @dataclass(frozen=True)
 class Deliver(Command):
     """Hand over the tensors kept from the last call, the parts in `what` in that order (`retained`, alone: the
-    `index`-th output copied aside by `Time.retain_previous`): as payloads (CPU) or copied into the parent's
-    `buffers` (CUDA IPC descriptors from `services.protocol.tensors.share_cuda`)."""
+    outputs copied aside by `Time.retain_previous` at `indices`, in that order): as payloads (CPU) or copied into
+    the parent's `buffers` (CUDA IPC descriptors from `services.protocol.tensors.share_cuda`)."""
 
     cmd: ClassVar[str] = "deliver"
     what: list[Kept]
     buffers: list[dict[str, Any]] | None = None
-    index: int = 0
+    indices: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recompute(Command):
+    """To the reference alone: its output for each of `seeds`, one after another, copied into `buffers` where
+    every output has the structure they were made for (a measurement's re-checks in one request). Never to a
+    candidate: the buffers are the parent's, and its code would run while they are in reach."""
+
+    cmd: ClassVar[str] = "recompute"
+    seeds: list[int]
+    buffers: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -147,7 +159,7 @@ class Exit(Command):
 
 
 COMMANDS: dict[str, type[Command]] = {
-    c.cmd: c for c in (Job, Load, Call, Time, Profile, Deliver, Release, Precompile, Exit)
+    c.cmd: c for c in (Job, Load, Call, Time, Profile, Deliver, Recompute, Release, Precompile, Exit)
 }
 
 
@@ -244,6 +256,14 @@ class Delivered(Reply):
 
 
 @dataclass(frozen=True)
+class Recomputed(Reply):
+    """The outputs' structures, and whether they went into the buffers (else nothing was handed over, on CUDA)."""
+
+    structures: list[Structure] = field(default_factory=list)
+    delivered: bool = False
+
+
+@dataclass(frozen=True)
 class Released(Reply):
     pass
 
@@ -300,6 +320,7 @@ _REQUIRED: dict[type, tuple[str, ...]] = {
     Timed: ("ms", "structure", "launches", "unstable"),
     Profiled: ("kernels", "launches"),
     Delivered: ("count",),
+    Recomputed: ("structures", "delivered"),
     Released: (),
     Precompiled: ("kernels", "modules", "stopped"),
 }
