@@ -58,6 +58,7 @@ from provenance import commit  # noqa: E402
 from gym_client import KernelGymClient  # noqa: E402
 from kernelgym.stack import LocalStack  # noqa: E402
 from services.problems import ProblemSet, bundled_kernel, bundled_problems  # noqa: E402
+from services.stats import median_ci  # noqa: E402
 
 KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
 PHASES = (
@@ -270,6 +271,7 @@ def run_mode(
                 "min": round(min(v), 4),
                 "max": round(max(v), 4),
                 "cv": round(statistics.stdev(v) / statistics.fmean(v), 4) if len(v) > 1 else None,
+                "median_ci95": [round(x, 4) for x in median_ci(v)],
             }
             for label, v in sorted(speedups.items())
         },
@@ -279,22 +281,34 @@ def run_mode(
 
 def summary(rows: list[dict]) -> dict:
     """Each mode against the first (serial, or with `--serial 0` the first pipelined mode): `vs_serial` and
-    `speedup_vs_serial` are relative to it."""
+    `speedup_vs_serial` are relative to it. `speedup_vs_serial_range` bounds each difference by the two medians'
+    95% intervals (distribution-free, services.stats.median_ci; together about 99%), and `beyond_2pct` names the
+    problems whose whole range lies outside ±2%: a difference the sample sizes cannot explain. With 12 candidates
+    a side and a speedup CV of 2%, two medians differ by up to about 2% by chance alone."""
     serial, rest = rows[0], rows[1:]
     out = {}
     for row in rest:
+        shared = [label for label in serial["speedup"] if label in row["speedup"]]
         agreement = {
-            label: round(row["speedup"][label]["median"] / s["median"] - 1, 4)
-            for label, s in serial["speedup"].items()
-            if label in row["speedup"]
+            label: round(row["speedup"][label]["median"] / serial["speedup"][label]["median"] - 1, 4)
+            for label in shared
         }
+        ranges = {label: _ratio_range(row["speedup"][label], serial["speedup"][label]) for label in shared}
         out[row["mode"]] = {
             "per_minute": row["per_minute"],
             "vs_serial": round(row["per_minute"] / serial["per_minute"], 2),
             "speedup_vs_serial": agreement,
             "worst_speedup_difference": max((abs(v) for v in agreement.values()), default=None),
+            "speedup_vs_serial_range": ranges,
+            "beyond_2pct": [label for label, (lo, hi) in ranges.items() if lo > 0.02 or hi < -0.02],
         }
     return out
+
+
+def _ratio_range(mode: dict, serial: dict) -> list[float]:
+    """The range of `mode`'s median over `serial`'s, minus one, that the two medians' 95% intervals allow."""
+    (lo, hi), (s_lo, s_hi) = mode["median_ci95"], serial["median_ci95"]
+    return [round(lo / s_hi - 1, 4), round(hi / s_lo - 1, 4)]
 
 
 def main() -> None:
