@@ -425,3 +425,18 @@ def test_a_timed_output_of_another_shape_is_rejected_before_the_parent_receives_
     assert result.verdict is Verdict.REJECTED
     failed = [c for c in result.checks if not c.passed]
     assert [c.name for c in failed] == ["timed_output_recheck"] and "(128, 1000)" in failed[0].detail, failed
+
+
+def test_re_checks_go_one_by_one_where_the_references_output_changes_shape_with_the_seed(evaluator, relu):
+    # The batched re-check sizes its buffers by the reference's first output; where get_inputs() draws its sizes,
+    # the outputs differ from it and each call is re-checked on its own, and an honest candidate still passes.
+    source = relu.source.replace(
+        'def get_inputs():\n    return [torch.randn(rows, cols, device="cuda")]',
+        "def get_inputs():\n    import random\n"
+        '    return [torch.randn(rows + random.randint(1, 8), cols, device="cuda")]',
+    )
+    assert source != relu.source
+    result = evaluator.evaluate(Problem("level1/relu_rows_drawn", source), unique(bundled_source("level1/1_ReLU")), CPU)
+    assert result.verdict is Verdict.PASSED, result.feedback
+    sent = {kind: tally["n"] for kind, tally in evaluator.last_requests.items()}
+    assert sent["reference.recompute"] == 1 and sent["reference.call"] > sent["candidate.call"], sent
