@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from services.errors import ChildDied, ChildTimedOut
+from services.launchers import LauncherBuilds
 from services.protocol import channel
 from services.protocol.messages import read_start_stage
 from services.schema import PROTOCOL_VERSION
@@ -455,6 +456,11 @@ class _DriverSeed:
         if self.path is not None:
             copy_cache(self.path, cache, self.LIMIT_BYTES)
 
+    def add(self, cache: str) -> int:
+        """The entries of a cache built by trusted code (services.launchers) added to the seed; files copied."""
+        with self._lock:
+            return copy_cache(cache, self.path, self.LIMIT_BYTES) if self.path is not None else 0
+
     def _reset(self) -> None:
         self._lock = threading.Lock()
         self.path = None
@@ -468,6 +474,8 @@ def _remove_in(pid: int, path: str) -> None:
 
 _SEED = _DriverSeed()
 os.register_at_fork(after_in_child=_SEED._reset)
+LAUNCHERS = LauncherBuilds(_SEED)
+os.register_at_fork(after_in_child=LAUNCHERS._reset)
 
 
 class ChildPool:

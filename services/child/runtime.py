@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from services.child import guards
+from services.child.launchers import LauncherSignatures
 from services.protocol import channel, tensors
 from services.protocol.messages import (
     COMPILE_CLOCK,
@@ -200,6 +201,7 @@ class Runtime:
         # without the guards, so the parent's wall-clock comparison sees only the candidate's own time.
         self.bookkeeping = job.defences
         self.recorder = guards.LaunchRecorder()
+        self.launchers = LauncherSignatures()
         self.audit = guards.AuditGuard(os.getcwd())
         self.integrity = harness_integrity()
         self.clock = CompileClock(os.path.join(os.getcwd(), COMPILE_CLOCK)) if self.role == "candidate" else None
@@ -281,6 +283,8 @@ class Runtime:
             self.recorder.install()
         if self.clock is not None:
             self.clock.install()
+            if self.device == "cuda":
+                self.launchers.install()
         if self.bookkeeping:
             self.flags = guards.numeric_flags()
             self.snapshot = self.integrity.snapshot()
@@ -394,6 +398,7 @@ class Runtime:
                 flops=flops,
                 digest=digest,
                 delivered=delivered,
+                launchers=self.launchers.take(),
             ),
             payloads,
         )

@@ -20,7 +20,7 @@ from services.hidden_shapes import describe, shape_variants
 from services.parent.session import SMALL_TENSOR_BYTES, HandedOver, Session
 from services.protocol import tensors
 from services.protocol.messages import Call, Called, Kept, Structure
-from services.sandbox import Child
+from services.sandbox import LAUNCHERS, Child
 from services.schema import CorrectnessSummary, Verdict
 
 
@@ -73,6 +73,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
         )
         if i == 0:
             out.compiled = True
+            LAUNCHERS.want(cand_h.launchers)
             out.first_call_s = time.monotonic() - asked - (session.gpu_waited_s - waited)
             specs = tensors.tensor_specs(ref_struct)
             atol, rtol = session.tol(specs[0][0] if specs else torch.float32)

@@ -227,6 +227,8 @@ class Called(Reply):
     flops: float | None = None
     digest: list[int] | None = None
     delivered: bool = False  # the parts in Call.deliver were handed over
+    # Kernel signatures Triton built a C launcher for during the call (candidate, Triton 3.6: services.launchers)
+    launchers: list[list[Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
