@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,8 @@ def build(signature: tuple[Any, ...], seed: Seed) -> bool:
     try:
         done = subprocess.run(
             [sys.executable, "-m", "services.launchers", json.dumps(signature)],
-            env={**os.environ, "TRITON_CACHE_DIR": staging},
+            env={**os.environ, "TRITON_CACHE_DIR": staging, "PYTHONPATH": _python_path()},
+            cwd=staging,
             capture_output=True,
             text=True,
             timeout=120,
@@ -122,6 +124,12 @@ def build(signature: tuple[Any, ...], seed: Seed) -> bool:
         return False
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _python_path() -> str:
+    """This project first, wherever the worker was started from (as a child's)."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
 
 
 def _build_here(signature: tuple[Any, ...]) -> None:
