@@ -99,7 +99,11 @@ class LauncherBuilds:
 
     def _serve(self) -> None:
         while True:
-            build(self._queue.get(), self.seed)
+            signature = self._queue.get()
+            try:
+                build(signature, self.seed)
+            except Exception:  # a build that went wrong in an unforeseen way costs that launcher, not the thread
+                log.exception("no launcher for %s", signature)
 
 
 def build(signature: tuple[Any, ...], seed: Seed) -> bool:
