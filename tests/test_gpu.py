@@ -438,9 +438,8 @@ def test_a_launcher_a_candidate_built_is_built_again_in_trusted_code_and_planted
     assert sandbox._SEED.path is not None
 
     def launchers(cache: str) -> set[str]:
-        return {
-            d for d in os.listdir(cache) if any(f.startswith("__triton_launcher") for f in os.listdir(f"{cache}/{d}"))
-        }
+        entries = [e for e in os.scandir(cache) if e.is_dir()]
+        return {e.name for e in entries if any(f.startswith("__triton_launcher") for f in os.listdir(e.path))}
 
     deadline = time.monotonic() + 60
     while not launchers(sandbox._SEED.path) and time.monotonic() < deadline:
