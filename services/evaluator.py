@@ -82,16 +82,16 @@ class Evaluator:
             raise InfrastructureFault("device 'cuda' requested but no CUDA device is available")
         slot = self.timing_slot if device == "cuda" else None
         self.last_retried_alone = self.last_started_alone = False
-        if slot is None:
+        if slot is None or self._alone is None:  # both made from the device lock
             return self._attempt(problem, candidate_source, options, device, timings, None)
-        if self._alone is not None and problem in self._alone:
+        if problem in self._alone:
             self.last_started_alone = True
         else:
             try:
                 return self._attempt(problem, candidate_source, options, device, timings, slot)
             except DeviceMemoryShort as short:
                 self.last_retried_alone = True
-                if short.problem_sized and self._alone is not None:
+                if short.problem_sized:
                     self._alone.add(problem)
         # Out of the handler: the first attempt's frames are gone, and with them the buffers they held.
         with slot.alone():

@@ -283,8 +283,8 @@ class Runtime:
             self.recorder.install()
         if self.clock is not None:
             self.clock.install()
-            if self.device == "cuda":
-                self.launchers.install()
+        if self.role == "candidate" and self.device == "cuda":
+            self.launchers.install()
         if self.bookkeeping:
             self.flags = guards.numeric_flags()
             self.snapshot = self.integrity.snapshot()

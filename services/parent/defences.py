@@ -69,11 +69,7 @@ def recheck_all(session: Session, calls: list[TimedCall], deadline: float) -> No
     third. On a shared GPU each request waits for other evaluations' measurements. One by one where the
     reference's output is not of one structure for every seed."""
     ref_struct = session.reference_output
-    if ref_struct is None or not calls:
-        for call in calls:
-            recheck(session, call, deadline)
-        return
-    _, ref_outs = session.recompute([call.seed for call in calls], ref_struct, deadline)
+    ref_outs = session.recompute([c.seed for c in calls], ref_struct, deadline) if ref_struct and calls else None
     if ref_outs is None:
         for call in calls:
             recheck(session, call, deadline)

@@ -355,37 +355,33 @@ class Session:
         self, child: Child, parts: dict[Kept, Structure], deadline: float
     ) -> dict[Kept, list[torch.Tensor]]:
         """`receive` for several kept parts (of these structures) in one request."""
-        specs = _checked_specs({"t": "tuple", "items": list(parts.values())})
         what = list(parts)
-        shown = f"delivering its {' and '.join(what)}"
-        bufs, descs = self._buffers(specs)
-        _, data = self.ask(child, Deliver(what=what, buffers=descs), Delivered, deadline, shown)
-        return _split(parts, bufs if bufs is not None else _unpack(data, specs))
+        specs, bufs, descs = self._buffers(list(parts.values()))
+        _, data = self.ask(
+            child, Deliver(what=what, buffers=descs), Delivered, deadline, f"delivering its {' and '.join(what)}"
+        )
+        return _split(parts, _taken(bufs, data, specs))
 
     def receive_copies(self, indices: list[int], structure: Structure, deadline: float) -> list[list[torch.Tensor]]:
         """The candidate's timed outputs it copied aside (`Time.retain_previous`) at `indices`, each of `structure`
         (the reference's: a copy of another was never asked for), in one request."""
-        specs = _checked_specs({"t": "tuple", "items": [structure] * len(indices)})
-        bufs, descs = self._buffers(specs)
+        specs, bufs, descs = self._buffers([structure] * len(indices))
         what = f"delivering its {len(indices)} retained output(s)"
         _, data = self.ask(
             self.cand, Deliver(what=["retained"], buffers=descs, indices=indices), Delivered, deadline, what
         )
-        return _chunks(bufs if bufs is not None else _unpack(data, specs), len(indices))
+        return _chunks(_taken(bufs, data, specs), len(indices))
 
-    def recompute(
-        self, seeds: list[int], structure: Structure, deadline: float
-    ) -> tuple[list[Structure], list[list[torch.Tensor]] | None]:
+    def recompute(self, seeds: list[int], structure: Structure, deadline: float) -> list[list[torch.Tensor]] | None:
         """The reference's outputs for `seeds` in one request, into buffers for `structure` (its own, from its
-        first call); None for the tensors where an output's structure differed (the reply says what they were)."""
-        specs = _checked_specs({"t": "tuple", "items": [structure] * len(seeds)})
-        bufs, descs = self._buffers(specs)
+        first call); None where an output's structure differed."""
+        specs, bufs, descs = self._buffers([structure] * len(seeds))
         h, data = self.ask(
             self.ref, Recompute(seeds=seeds, buffers=descs), Recomputed, deadline, "re-running the reference"
         )
         if not h.delivered or any(s != structure for s in h.structures):
-            return h.structures, None
-        return h.structures, _chunks(bufs if bufs is not None else _unpack(data, specs), len(seeds))
+            return None
+        return _chunks(_taken(bufs, data, specs), len(seeds))
 
     def call_and_receive(
         self, child: Child, call: Call, expect: dict[Kept, Structure] | None, deadline: float, what: str
@@ -399,24 +395,29 @@ class Session:
             raise ValueError("tensors come with the reply of a reference call only")
         if expect is None:
             return self.ask(child, call, Called, deadline, what)[0], None
-        specs = _checked_specs({"t": "tuple", "items": list(expect.values())})
-        bufs, descs = self._buffers(specs)
+        specs, bufs, descs = self._buffers(list(expect.values()))
         h, data = self.ask(child, replace(call, deliver=list(expect), buffers=descs), Called, deadline, what)
         if not (h.delivered and all(_kept_structure(h, p) == expect[p] for p in expect)):
             return h, None
-        return h, _split(expect, bufs if bufs is not None else _unpack(data, specs))
+        return h, _split(expect, _taken(bufs, data, specs))
 
     def _buffers(
-        self, specs: list[tuple[torch.dtype, list[int]]]
-    ) -> tuple[list[torch.Tensor] | None, list[dict[str, Any]] | None]:
-        """On CUDA, buffers this process owns for a child to copy tensors into (from the receive pool) and their
-        IPC descriptors; on CPU none: the tensors come as payloads."""
+        self, structures: list[Structure]
+    ) -> tuple[list[tuple[torch.dtype, list[int]]], list[torch.Tensor] | None, list[dict[str, Any]] | None]:
+        """The tensors of `structures`, one after another, within what this process allocates for them; on CUDA
+        buffers this process owns for a child to copy them into (from the receive pool) and their IPC
+        descriptors, on CPU none: the tensors come as payloads."""
+        specs = tensors.tensor_specs({"t": "tuple", "items": structures})
+        try:
+            tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
+        except ValueError as exc:
+            raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
         if self.device == "cpu":
-            return None, None
+            return specs, None, None
         pool = self._receive_pool()
         with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
             bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
-        return bufs, [tensors.share_cuda(b) for b in bufs]
+        return specs, bufs, [tensors.share_cuda(b) for b in bufs]
 
     def output_mismatch(
         self,
@@ -528,14 +529,11 @@ def _chunks(got: list[torch.Tensor], n: int) -> list[list[torch.Tensor]]:
     return [got[i * each : (i + 1) * each] for i in range(n)]
 
 
-def _checked_specs(structure: Structure) -> list[tuple[torch.dtype, list[int]]]:
-    """The tensors a child is to hand over, within what this process allocates for them."""
-    specs = tensors.tensor_specs(structure)
-    try:
-        tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
-    except ValueError as exc:
-        raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
-    return specs
+def _taken(
+    bufs: list[torch.Tensor] | None, data: list[bytes], specs: list[tuple[torch.dtype, list[int]]]
+) -> list[torch.Tensor]:
+    """What a child handed over: into the buffers (CUDA), else as payloads (CPU)."""
+    return bufs if bufs is not None else _unpack(data, specs)
 
 
 def _unpack(data: list[bytes], specs: list[tuple[torch.dtype, list[int]]]) -> list[torch.Tensor]:

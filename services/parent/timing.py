@@ -140,11 +140,10 @@ class _Timer:
         """The chosen calls and the last one, compared with the reference's outputs (once the slot is released,
         as other evaluations' GPU work may run beside it). A chosen call that no later call followed is the last."""
         defences.recheck_all(self.session, [*self.retained, self.last_candidate], self.deadline)
-        # Once for all re-checks (each reference Call drops what the last one kept), the candidate's only where it
-        # holds copies.
-        self.session.release(
-            self.deadline, *((self.session.ref, self.session.cand) if self.retained else (self.session.ref,))
-        )
+        # The candidate's copies; the reference keeps nothing from a Recompute, and the next Call drops what a
+        # re-check's Call kept.
+        if self.retained:
+            self.session.release(self.deadline, self.session.cand)
 
     def warm_up(self, warm_ms: float, cap_s: float) -> int:
         """Calls by time on every side before any sample counts; returns the block length: about 25 ms of the
