@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from services.child.launchers import LauncherSignatures
 from services.launchers import LauncherBuilds, build, valid_signature
 
 ELEMENTWISE = ["*fp32", "*fp32", "i32", "constexpr"]
@@ -62,3 +63,19 @@ def test_a_launcher_is_built_where_triton_builds_one_per_signature(tmp_path):
     per_signature = hasattr(driver, "make_launcher")
     assert build(valid_signature(ELEMENTWISE), seed) is per_signature
     assert any(f.startswith("__triton_launcher") for f in seed.added) is per_signature
+
+
+@pytest.mark.parametrize("tensordesc_meta, recorded", [([], True), (None, True), ([{"block": [64, 64]}], False)])
+def test_a_childs_launcher_builds_are_recorded_unless_tensor_descriptors_shape_them(
+    monkeypatch, tensordesc_meta, recorded
+):
+    # Triton 3.6 passes the compiled kernel's metadata, [] where it has no descriptors (GPU run, session 17: the
+    # recorder that took only None recorded nothing); its launcher source is then the same as with None.
+    from triton.backends.nvidia import driver
+
+    monkeypatch.setattr(driver, "make_launcher", lambda constants, signature, meta: "src", raising=False)
+    signatures = LauncherSignatures()
+    signatures.install()
+    assert driver.make_launcher({}, {0: "*fp32", 1: ("i32", "i32")}, tensordesc_meta) == "src"
+    assert signatures.take() == ([["*fp32", ["i32", "i32"]]] if recorded else [])
+    assert signatures.take() == []

@@ -29,7 +29,7 @@ class LauncherSignatures:
         seen = self._seen
 
         def make_launcher(constants: Any, signature: dict[Any, Any], tensordesc_meta: Any) -> Any:
-            if tensordesc_meta is None:
+            if not tensordesc_meta:  # a compiled kernel's metadata gives [] where it has no descriptors
                 seen.append([_listed(v) for v in signature.values()])
             return make(constants, signature, tensordesc_meta)
 
