@@ -8,14 +8,18 @@ and pipelined in one run, and whether pipelining disturbs the timings.
     python bench/service_throughput.py --serial 1 --pipelined 3 --target-ci-ticks 0,1.6  # a tick floor on sampling
     python bench/service_throughput.py --serial 1 --pipelined 3 --fork 0,1            # children forked or exec'd
     python bench/service_throughput.py --serial 3 --pipelined 12 --cold                 # as an RL step on new prompts
+    python bench/service_throughput.py --serial 6 --pipelined 6 --wrong 6      # half the candidates fail correctness
     python bench/service_throughput.py --kernelbench .kb/KernelBench --serial 2 --pipelined 0     # published sizes
     python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
 
 The workload is every problem (the bundled ones, or with --kernelbench the KernelBench level-1 problems that
 bench/kernels/kernelbench has an honest kernel for, sent with their reference inline) with its example kernel,
 each submission made distinct by a unique comment, so the result cache never answers and every candidate's
-Triton kernels compile afresh. Modes, in this order, each on a fresh stack (its own Redis, so each mode
-measures its own reference timings and then reuses them, as a service does):
+Triton kernels compile afresh. With `--wrong N`, each problem also gets N candidates per mode whose forward() adds
+one to the honest kernel's output: they compile, run and fail their first correctness trial, as most candidates of
+an RL step do, and hold no timing slot (labelled `<problem> (wrong)`; one that passes is listed in `not_passed`).
+Modes, in this order, each on a fresh stack (its own Redis, so each mode measures its own reference timings and
+then reuses them, as a service does):
   * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem (with `--serial 0`
     none: the summary then compares each mode with the first pipelined one);
   * pipelined: a worker with each `--concurrency` (`default`: the worker's own choice), each `--gather` (how
@@ -81,14 +85,32 @@ def workload(kernelbench: Path | None) -> list[dict]:
     ]
 
 
-def submissions(gym: KernelGymClient, problems: list[dict], per_problem: int) -> list[tuple[str, dict]]:
+# Appended to an honest kernel: a wrong answer that costs what a correct one does until its first comparison.
+WRONG = """
+
+_kg_forward = ModelNew.forward
+
+
+def _kg_off_by_one(self, *args):
+    return _kg_forward(self, *args) + 1
+
+
+ModelNew.forward = _kg_off_by_one
+"""
+WRONG_LABEL = " (wrong)"
+
+
+def submissions(gym: KernelGymClient, problems: list[dict], per_problem: int, wrong: int = 0) -> list[tuple[str, dict]]:
+    """`per_problem` honest and `wrong` wrong candidates per problem, interleaved, each with its label."""
     out = []
-    for _ in range(per_problem):
+    for n in range(max(per_problem, wrong)):
         for p in problems:
             label = p.get("label") or p["problem_id"]
-            source = p["candidate"] + f"\n# {uuid.uuid4().hex}\n"
-            body = gym.submission(source, problem_id=p.get("problem_id"), reference=p.get("reference"))
-            out.append((label, body))
+            kinds = [("", "")] * (n < per_problem) + [(WRONG_LABEL, WRONG)] * (n < wrong)
+            for suffix, tail in kinds:
+                source = p["candidate"] + tail + f"\n# {uuid.uuid4().hex}\n"
+                body = gym.submission(source, problem_id=p.get("problem_id"), reference=p.get("reference"))
+                out.append((label + suffix, body))
     return out
 
 
@@ -155,12 +177,13 @@ def requests_by_kind(slot: list[dict]) -> dict:
 
 
 def not_passed(jobs: list[tuple[str, dict]], finished: list) -> list[dict]:
-    """Each evaluation that did not pass (every candidate is honest): its problem, status or verdict, and the first
-    lines of why, so that a failing mode says what failed without its logs."""
+    """Each evaluation whose outcome is not the one its candidate should get (passed for an honest one, incorrect
+    for a `--wrong` one): its label, status or verdict, and the first lines of why, so that a failing mode says
+    what failed without its logs."""
     return [
         {"label": label, "outcome": e.verdict or e.status, "why": e.feedback[:400]}
         for (label, _), e in zip(jobs, finished, strict=True)
-        if e.verdict != "passed"
+        if e.verdict != ("incorrect" if label.endswith(WRONG_LABEL) else "passed")
     ]
 
 
@@ -223,7 +246,7 @@ def run_mode(
                     references.update(stored_references(stack))
             processes = wait_warm(stack, args.warm_children)
             progress(name, "warm children ready", began)
-            jobs = submissions(gym, problems, per_problem)
+            jobs = submissions(gym, problems, per_problem, args.wrong)
             t0 = time.monotonic()
             submitted = gym.evaluate_batch([b for _, b in jobs], wait=0)
             finished = [gym.wait(e.id, timeout=3600) for e in submitted]
@@ -342,6 +365,7 @@ def main() -> None:
     parser.add_argument("--kernelbench", type=Path, help="KernelBench problems (holds level1/) instead of bundled")
     parser.add_argument("--warm-children", type=int, default=4, help="KERNELGYM_WARM_CHILDREN of the worker")
     parser.add_argument("--gpu-memory-mb", type=int, help="KERNELGYM_WORKER_GPU_MEMORY_MB of the worker")
+    parser.add_argument("--wrong", type=int, default=0, help="wrong candidates per problem per mode, besides")
     parser.add_argument("--cold", action="store_true", help="no uncounted pass: references are timed in the batch")
     parser.add_argument(
         "--share-references",
@@ -356,7 +380,8 @@ def main() -> None:
     common = {"KERNELGYM_WARM_CHILDREN": str(args.warm_children)}
     if args.gpu_memory_mb:
         common["KERNELGYM_WORKER_GPU_MEMORY_MB"] = str(args.gpu_memory_mb)
-    head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(problems), "cold": args.cold}
+    head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(problems)}
+    head |= {"cold": args.cold, "wrong": args.wrong}
     print(json.dumps(head))
     modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"})] if args.serial else []
     variables = (

@@ -147,7 +147,13 @@ class EvalSettings(BaseSettings):
         1, ge=1, description="The same in CPU mode, where timings are not meaningful (more only exercise the path)."
     )
     reference_cache_calls: int = Field(
-        20, ge=3, description="Fresh reference calls that must agree with a stored reference timing to reuse it."
+        20, ge=3, description="Most fresh reference calls that must agree with a stored reference timing to reuse it."
+    )
+    reference_cache_min_calls: int = Field(
+        5,
+        ge=3,
+        description="Fewest of those calls: they stop once the 95% CI of their median lies inside the stored range, "
+        "which up to 10 calls means every call does.",
     )
     reference_cache_tolerance: float = Field(
         0.03,

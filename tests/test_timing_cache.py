@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 from helpers import bundled_source, relu_candidate, unique
@@ -16,6 +17,7 @@ from helpers import bundled_source, relu_candidate, unique
 from services import timing_cache
 from services.errors import EvaluationCancelled
 from services.evaluator import Evaluator, environment
+from services.parent.timing import _revalidate
 from services.schema import Environment, EvalOptions, RuntimeStats, Verdict
 from services.settings import EvalSettings
 from services.timing_cache import MemoryTimingStore, timing_key
@@ -78,19 +80,22 @@ def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_the
     assert [RuntimeStats.model_validate_json(raw) for raw in store.values()] == [ref]
 
 
+STORED = RuntimeStats(
+    median_ms=6.0,
+    iqr_ms=0.1,
+    mean_ms=6.0,
+    min_ms=5.8,
+    trials=200,
+    ci95_low_ms=5.95,
+    ci95_high_ms=6.05,
+    ci95_rel_halfwidth=0.01,
+    processes=2,
+    process_medians_ms=[5.9, 6.1],  # fresh medians may fall in 5.723-6.283 ms
+)
+
+
 def test_a_stored_timing_whose_median_is_not_the_mean_of_its_processes_is_not_used():
-    good = RuntimeStats(
-        median_ms=6.4,
-        iqr_ms=0.1,
-        mean_ms=6.4,
-        min_ms=6.0,
-        trials=200,
-        ci95_low_ms=6.2,
-        ci95_high_ms=6.6,
-        ci95_rel_halfwidth=0.03,
-        processes=2,
-        process_medians_ms=[6.1, 6.7],
-    )
+    good = STORED
     bad = good.model_copy(update={"median_ms": 3.0})
     store = MemoryTimingStore(good=good.model_dump_json(), bad=bad.model_dump_json())
     assert timing_cache.load(store, "good") == good
@@ -206,3 +211,34 @@ def test_a_cancelled_evaluation_stops_waiting_for_a_claimed_reference(tolerant, 
             running.result(timeout=30)
     assert time.monotonic() - t0 < 5
     assert key not in store
+
+
+class _Calls:
+    """What revalidation drives: a timer whose reference calls take the given times in turn (the candidate's 1 ms)."""
+
+    def __init__(self, reference_ms: list[float]):
+        self.session = SimpleNamespace(settings=EvalSettings())  # 5 to 20 calls, 3% tolerance
+        self.children = {"reference": None, "candidate": None}
+        self.samples: dict[str, list[float]] = {"reference": [], "candidate": []}
+        self._reference = iter(reference_ms)
+
+    def __call__(self, side: str, keep: bool) -> tuple[float, float]:
+        self.samples[side].append(next(self._reference) if side == "reference" else 1.0)
+        return 0.0, 0.0
+
+
+@pytest.mark.parametrize(
+    "fresh_ms, calls, reused",
+    [
+        ([6.0] * 20, 5, True),  # five calls inside the range: the interval (their whole range) is inside it
+        ([9.0] + [6.0] * 19, 11, True),  # an outlier keeps the interval wide until the 11th call drops it
+        ([6.0, 6.3] * 10, 20, True),  # calls beyond the range, a median inside it: every call is made
+        ([6.6] * 20, 20, False),  # a drift of 10%: timed again
+    ],
+)
+def test_revalidation_stops_once_the_fresh_calls_interval_lies_inside_the_stored_range(fresh_ms, calls, reused):
+    # Twenty reference calls were 82% of a KernelBench measurement's hold on an H200 (session 17).
+    timer = _Calls(fresh_ms)
+    accepted = _revalidate(timer, {"reference": STORED})
+    assert len(timer.samples["reference"]) == len(timer.samples["candidate"]) == calls
+    assert accepted == ({"reference": STORED} if reused else {})
