@@ -75,14 +75,16 @@ class ServiceSettings(BaseSettings):
         60.0, gt=0, description="How often a quarantined worker re-runs its probe; a pass lifts the quarantine."
     )
     worker_concurrency: int = Field(
-        4,
+        2,
         ge=1,
         description="Evaluations in flight per worker (one pool process each); their timing and profiling take "
         "turns in the device's timing slot. The worker runs fewer when the host's cores (four per evaluation, "
         "shared among the host's GPUs) or the GPU's memory (`worker_gpu_memory_mb` per evaluation) allow fewer. "
-        "Chosen by measurement (docs/benchmarks.md, session 14: one H200, 16 cores, the bundled problems): 2, 3, "
-        "4, 6 and 8 in flight gave 53.8, 63.2, 63.7, 54.9 and 38.2 evaluations a minute; with more, their "
-        "correctness trials contend for the GPU and the host.",
+        "Chosen by measurement (docs/benchmarks.md, session 17: one H200, 16 cores, each against a serial worker "
+        "in the same run): 2 in flight gave 1.06x serial on the bundled problems, 1.04x with half the candidates "
+        "wrong and 0.90x at KernelBench's published sizes; 4 gave 1.00x, 0.76x and 0.85x. An evaluation is now "
+        "mostly requests to the GPU, and more in flight time-slice its contexts (a delivery of outputs took 25 "
+        "times as long with 4).",
     )
     worker_gpu_memory_mb: int = Field(
         8192,
