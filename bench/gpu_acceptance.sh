@@ -6,7 +6,7 @@
 #
 #   bench/gpu_acceptance.sh 1 "$OUT"   # service throughput, bundled problems: serial and pipelined at the
 #                                      # worker's default, 12 distinct candidates a problem each (108 a side: the
-#                                      # per-problem comparison of medians needs that many; ~340 s on an H200),
+#                                      # per-problem comparison of medians needs that many; ~290 s on an H200),
 #                                      # in one run; the serial mode's reference timings serve the pipelined mode
 #   bench/gpu_acceptance.sh 2 "$OUT"   # the 500-evaluation soak through the service, one worker per GPU of
 #                                      # GPUS (comma-separated indices, default 0)
@@ -19,6 +19,8 @@
 #   bench/gpu_acceptance.sh 6 "$OUT"   # real-world corpus through the evaluator's tests, demo-learn on the GPU
 #   bench/gpu_acceptance.sh 8 "$OUT"   # the timing slot's hold, split by part, with and without 16 processes
 #                                      # spinning beside the evaluator (CPU contention as a pipelined worker's)
+#   bench/gpu_acceptance.sh 9 "$OUT"   # service throughput as an RL step sees it: 8 correct and 8 wrong candidates
+#                                      # a problem, serial and at the worker's default in one run (~300 s on an H200)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -30,7 +32,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-8}
+part=${1:?part 1-9}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -81,8 +83,12 @@ case $part in
 8)
     step hold_under_load 300 "$py" bench/eval_wall.py repeat --device cuda --busy 0,16
     ;;
+9)
+    step throughput_mix 570 "$py" bench/service_throughput.py --serial 8 --pipelined 8 --wrong 8 --concurrency default \
+        --share-references
+    ;;
 *)
-    echo "part must be 1 to 8" >&2
+    echo "part must be 1 to 9" >&2
     exit 2
     ;;
 esac
