@@ -7,7 +7,16 @@ import json
 import pytest
 import torch
 
-from services.protocol.tensors import check_alloc, describe, dtype_from_name, from_bytes, tensor_specs, to_bytes
+from services.protocol import tensors
+from services.protocol.tensors import (
+    check_alloc,
+    describe,
+    dtype_from_name,
+    fingerprint,
+    from_bytes,
+    tensor_specs,
+    to_bytes,
+)
 
 
 class Sub(torch.Tensor):
@@ -256,3 +265,33 @@ def test_check_alloc_rejects_huge_shapes_without_allocating():
 def test_check_alloc_rejects_negative_dimensions():
     with pytest.raises(ValueError, match="negative dimension"):
         check_alloc([(torch.float32, [4, -1])], 1 << 30)
+
+
+def _bits(*values: int) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.int32).view(torch.float32)
+
+
+def test_fingerprint_is_the_sum_of_raw_bits_and_of_their_squares_modulo_2_to_the_32():
+    # 70000**2 = 4_900_000_000 = 605_032_704 + 2**32, twice; (2**31 - 1)**2 = 2**62 - 2**32 + 1, which is 1 mod 2**32.
+    assert fingerprint(_bits(70000, -70000, 2**31 - 1)).tolist() == [2**31 - 1, 2 * 605_032_704 + 1]
+
+
+def test_fingerprint_tells_apart_outputs_whose_raw_bits_sum_alike():
+    assert fingerprint(_bits(1, 4)).tolist() == [5, 17]
+    assert fingerprint(_bits(2, 3)).tolist() == [5, 13]
+
+
+def test_fingerprint_of_a_length_not_divisible_into_words_reads_bytes():
+    assert fingerprint(torch.tensor([3, 5, 250], dtype=torch.uint8)).tolist() == [258, 9 + 25 + 62500]
+
+
+def test_fingerprint_covers_every_tensor_of_a_nested_output_in_order():
+    assert fingerprint((_bits(1, 4), [_bits(2, 3)])).tolist() == [5, 17, 5, 13]
+
+
+def test_fingerprint_in_chunks_equals_one_chunk(monkeypatch):
+    x = torch.rand(1001)
+    whole = fingerprint(x).tolist()
+    monkeypatch.setattr(tensors, "FINGERPRINT_CHUNK", 7)
+    monkeypatch.setattr(tensors, "SQUARES_CHUNK", 3)
+    assert fingerprint(x).tolist() == whole
