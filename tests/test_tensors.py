@@ -274,6 +274,8 @@ def _bits(*values: int) -> torch.Tensor:
 def test_fingerprint_is_the_sum_of_raw_bits_and_of_their_squares_modulo_2_to_the_32():
     # 70000**2 = 4_900_000_000 = 605_032_704 + 2**32, twice; (2**31 - 1)**2 = 2**62 - 2**32 + 1, which is 1 mod 2**32.
     assert fingerprint(_bits(70000, -70000, 2**31 - 1)).tolist() == [2**31 - 1, 2 * 605_032_704 + 1]
+    # 2**31 - 1 + 1 wraps to -2**31 (signed int32); the squares are 1 + 1.
+    assert fingerprint(_bits(2**31 - 1, 1)).tolist() == [-(2**31), 2]
 
 
 def test_fingerprint_tells_apart_outputs_whose_raw_bits_sum_alike():

@@ -214,7 +214,7 @@ class Integrity:
                     "dtype_from_name",
                     "fingerprint",
                     "_chunked",
-                    "_sum_int64",
+                    "_sum_int32",
                     "_sum_of_squares",
                 ),
             ),

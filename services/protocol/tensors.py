@@ -38,7 +38,7 @@ _DTYPES = {
 }
 _SCALARS = (bool, int, float, type(None))
 FINGERPRINT_CHUNK = 1 << 26
-SQUARES_CHUNK = 1 << 23  # elements per int32 temporary of the second moment (32 MB)
+SQUARES_CHUNK = 1 << 23  # elements per temporary of the second moment (32 MB)
 _T = torch.Tensor
 
 
@@ -170,12 +170,17 @@ def _unb64(s: str | None) -> bytes | None:
 
 def fingerprint(values: Any) -> torch.Tensor:
     """A content digest of every tensor in `values`, left on the device (no sync): per tensor, the sum of its raw
-    bits and the sum of their squares modulo 2**32, each accumulated in int64 (wrapping). Enqueued right after a
-    call returns and again after the device is synchronised, it shows any write that landed after the call returned;
-    across calls, equal digests mean a replayed output. The plain sum alone could not tell outputs apart when only
-    mantissas vary: 96 row sums of `torch.rand(96, 300)` (all in [128, 256)) spread it over about 1e7 values, and an
-    H200 run of 2,000 timed calls had two honest evaluations in 40 rejected for outputs "repeated" that way. The
-    parent recomputes it over a re-checked output delivered after its call, to see that nothing changed it since."""
+    bits and the sum of their squares, both modulo 2**32. Enqueued right after a call returns and again after the
+    device is synchronised, it shows any write that landed after the call returned; across calls, equal digests
+    mean a replayed output. The plain sum alone could not tell outputs apart when only mantissas vary: 96 row sums
+    of `torch.rand(96, 300)` (all in [128, 256)) spread it over about 1e7 values, and an H200 run of 2,000 timed
+    calls had two honest evaluations in 40 rejected for outputs "repeated" that way. The parent recomputes it over
+    a re-checked output delivered after its call, to see that nothing changed it since.
+
+    Everything wraps in int32, which is exact in any order: the digest runs twice per timed call inside the timing
+    slot, and with int64 sums (compute-bound on the GPU) it took 40.6 ms on a 7.5 GB KernelBench output on an H100,
+    16.5 times one read of it (`bench/digest_cost.py`). The low 32 bits of a square depend on every bit of the value
+    but the top one (a float32's sign)."""
     found: list[torch.Tensor] = []
     describe(values, found)
     sums = []
@@ -183,27 +188,23 @@ def fingerprint(values: Any) -> torch.Tensor:
         raw = t.detach().contiguous().reshape(-1).view(torch.uint8)
         if raw.numel() % 4 == 0:
             raw = raw.view(torch.int32)
-        sums += [_chunked(raw, FINGERPRINT_CHUNK, _sum_int64), _chunked(raw, SQUARES_CHUNK, _sum_of_squares)]
-    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
+        sums += [_chunked(raw, FINGERPRINT_CHUNK, _sum_int32), _chunked(raw, SQUARES_CHUNK, _sum_of_squares)]
+    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int32)
 
 
-def _sum_int64(chunk: torch.Tensor) -> torch.Tensor:
-    return torch.sum(chunk, dtype=torch.int64)
+def _sum_int32(chunk: torch.Tensor) -> torch.Tensor:
+    return torch.sum(chunk, dtype=torch.int32)
 
 
 def _sum_of_squares(chunk: torch.Tensor) -> torch.Tensor:
-    """Squares wrap in int32 rather than widening to int64 first: the digest runs twice per timed call inside the
-    timing slot, and on a 7.5 GB KernelBench output (an H100) the int64 squares took 40.6 ms a digest, 16.5 times
-    one read of the output (`bench/digest_cost.py`). The low 32 bits of a square depend on every bit of the value
-    but the top one (a float32's sign), so outputs whose mantissas alone differ are still told apart."""
     wide = chunk if chunk.dtype == torch.int32 else chunk.to(torch.int32)
-    return torch.sum(wide * wide, dtype=torch.int64)
+    return torch.sum(wide * wide, dtype=torch.int32)
 
 
 def _chunked(raw: torch.Tensor, size: int, reduce: Any) -> torch.Tensor:
-    """`reduce` over chunks of `size` elements, summed in int64 (wrapping): bounded temporaries for large
-    tensors, and no extra launches for the usual one-chunk output (the digest runs twice per timed call)."""
+    """`reduce` over chunks of `size` elements, summed modulo 2**32: bounded temporaries for large tensors, and no
+    extra launches for the usual one-chunk output (the digest runs twice per timed call)."""
     parts = [reduce(raw[start : start + size]) for start in range(0, raw.numel(), size)]
     if len(parts) == 1:
         return parts[0]
-    return torch.stack(parts).sum() if parts else torch.zeros((), dtype=torch.int64, device=raw.device)
+    return torch.stack(parts).sum(dtype=torch.int32) if parts else torch.zeros((), dtype=torch.int32, device=raw.device)
