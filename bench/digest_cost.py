@@ -5,9 +5,10 @@
 
 `services/protocol/tensors.fingerprint` runs twice per timed call (after the call returns and after the device is
 synchronised), inside the timing slot's hold but outside the measured interval. At KernelBench sizes (RMSNorm's
-output is 1.88e9 fp32 elements, 7.5 GB) a KernelBench timed call costs ~70 ms beyond its kernel; this shows how
-much of that is the digest. `read` is `torch.sum` over the same tensor: the floor for anything that reads each
-byte once. Prints one JSON line per size: median and min/max milliseconds of each over `--repeats`.
+output is 1.88e9 fp32 elements, 7.5 GB) a timed call cost ~70 ms beyond its kernel with the digest's int64 sums;
+this shows how much of that the digest is. `read` is `torch.sum` over the same tensor, the floor for anything that
+reads each byte once; `int64_sum` sums its raw bits into int64, as the digest did until session 18 (on a GPU that
+is compute-bound, not a read). Prints one JSON line per size: median and min/max milliseconds over `--repeats`.
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ def main() -> None:
         x = torch.rand(size, device=args.device)
         digest = _time_ms(lambda x=x: fingerprint(x), args.device, args.repeats)
         read = _time_ms(lambda x=x: torch.sum(x), args.device, args.repeats)
+        int64_sum = _time_ms(lambda x=x: torch.sum(x.view(torch.int32), dtype=torch.int64), args.device, args.repeats)
         line = {
             "device": torch.cuda.get_device_name() if args.device == "cuda" else args.device,
             "elements": size,
             "gb": round(x.numel() * x.element_size() / 1e9, 3),
             "digest_ms": _summary(digest),
             "read_ms": _summary(read),
+            "int64_sum_ms": _summary(int64_sum),
             "digest_over_read": round(statistics.median(digest) / statistics.median(read), 2),
         }
         print(json.dumps(line), flush=True)
