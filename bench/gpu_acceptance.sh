@@ -21,6 +21,8 @@
 #                                      # spinning beside the evaluator (CPU contention as a pipelined worker's)
 #   bench/gpu_acceptance.sh 9 "$OUT"   # service throughput as an RL step sees it: 8 correct and 8 wrong candidates
 #                                      # a problem, serial and at the worker's default in one run (~300 s on an H200)
+#   bench/gpu_acceptance.sh 10 "$OUT"  # service throughput on one GPU against two (a worker each, one queue), 12
+#                                      # candidates a problem per mode, in one run; needs a host of two GPUs
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -32,7 +34,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-9}
+part=${1:?part 1-10}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -87,8 +89,12 @@ case $part in
     step throughput_mix 570 "$py" bench/service_throughput.py --serial 8 --pipelined 8 --wrong 8 --concurrency default \
         --share-references
     ;;
+10)
+    step throughput_gpus 570 "$py" bench/service_throughput.py --serial 0 --pipelined 12 --gpus 1,2 \
+        --share-references --logs "$out/throughput-gpus-logs"
+    ;;
 *)
-    echo "part must be 1 to 9" >&2
+    echo "part must be 1 to 10" >&2
     exit 2
     ;;
 esac

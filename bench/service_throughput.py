@@ -1,5 +1,5 @@
-"""Evaluations per minute on one GPU through the whole service (Redis, the HTTP gateway, the GPU's worker), serial
-and pipelined in one run, and whether pipelining disturbs the timings.
+"""Evaluations per minute through the whole service (Redis, the HTTP gateway, a worker per GPU), serial and
+pipelined, on one GPU or several, in one run, and whether pipelining disturbs the timings.
 
     python bench/service_throughput.py --serial 3 --pipelined 12                 # bundled problems, one GPU
     python bench/service_throughput.py --serial 3 --pipelined 12 --concurrency default,4
@@ -10,6 +10,7 @@ and pipelined in one run, and whether pipelining disturbs the timings.
     python bench/service_throughput.py --serial 3 --pipelined 12 --cold                 # as an RL step on new prompts
     python bench/service_throughput.py --serial 6 --pipelined 6 --wrong 6      # half the candidates fail correctness
     python bench/service_throughput.py --kernelbench .kb/KernelBench --serial 2 --pipelined 0     # published sizes
+    python bench/service_throughput.py --serial 0 --pipelined 12 --gpus 1,2     # one GPU against two, one run
     python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
 
 The workload is every problem (the bundled ones, or with --kernelbench the KernelBench level-1 problems that
@@ -26,7 +27,8 @@ then reuses them, as a service does):
     long a measurement lets other evaluations' requests run on first), each `--precompile` (whether a compiler
     child compiles the candidate's kernels before its first call), each `--target-ci-ticks` (a floor, in ticks
     of the event timer, under the precision adaptive sampling stops at) and each `--fork` (whether children are
-    forked from the zygote or each started as a fresh interpreter), `--pipelined` per problem.
+    forked from the zygote or each started as a fresh interpreter), `--pipelined` per problem, with a worker on
+    each of `--gpus` GPUs (each count a mode: 2 is GPUs `--gpu` and `--gpu`+1; the workers share one queue).
 Every mode first runs one evaluation per problem that is not counted (it times and stores the problem's reference),
 then waits until every pool process has its warm children again; then all its submissions go in one
 POST /evaluate/batch and it waits for every result. With --share-references only the first mode runs that pass:
@@ -127,11 +129,24 @@ def wait_warm(stack: LocalStack, warm_children: int, timeout: float = 300) -> in
         time.sleep(0.5)
 
 
-def slot_use(worker_log: Path, last: int) -> list[dict]:
-    """The worker's figures for the last `last` evaluations (slot waited and held, GPU work waited, timed calls,
-    whether the stored reference timing was reused), from its log."""
-    lines = [json.loads(line) for line in worker_log.read_text().splitlines() if '"evaluation finished"' in line]
-    return lines[-last:]
+def finished_entries(stack_dir: Path) -> dict[str, list[dict]]:
+    """Each worker's log entries of finished evaluations, by log name."""
+    return {
+        log.name: [json.loads(line) for line in log.read_text().splitlines() if '"evaluation finished"' in line]
+        for log in sorted(stack_dir.glob("worker*.log"))
+    }
+
+
+def slot_use(stack_dir: Path, before: dict[str, int], expected: int, timeout: float = 30) -> list[dict]:
+    """The workers' figures (slot waited and held, GPU work waited, timed calls, whether the stored reference
+    timing was reused) for the `expected` evaluations they finished after each log held `before` entries. A
+    worker logs an evaluation just after its result is stored, so the last entries may trail the results."""
+    deadline = time.monotonic() + timeout
+    while True:
+        new = [e for name, entries in finished_entries(stack_dir).items() for e in entries[before.get(name, 0) :]]
+        if len(new) >= expected or time.monotonic() > deadline:
+            return new
+        time.sleep(0.2)
 
 
 def long_holds(slot: list[dict], over_s: float = 3.0) -> dict:
@@ -220,17 +235,19 @@ def run_mode(
     args: argparse.Namespace,
     env: dict,
     references: dict[bytes, tuple[bytes, int]],
+    gpus: int = 1,
 ) -> dict:
-    """One mode on a fresh stack. `references`: reference timings to start from (its uncounted pass is then
-    skipped), filled with the ones this mode stored when it is empty."""
+    """One mode on a fresh stack with a worker on each of `gpus` GPUs. `references`: reference timings to start
+    from (its uncounted pass is then skipped), filled with the ones this mode stored when it is empty."""
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
     began = time.monotonic()
     with LocalStack(workdir, device_class=args.device_class, env=env) as stack:
         stack.start_redis()
         stack.start_gateway()
-        stack.start_worker(gpu=args.gpu)
-        stack.wait_ready(timeout=300)
+        for i in range(gpus):
+            stack.start_worker(gpu=None if args.gpu is None else args.gpu + i)
+        stack.wait_ready(workers=gpus, timeout=300)
         progress(name, "stack ready", began)
         with KernelGymClient(stack.base_url, timeout=120) as gym:
             if references:
@@ -247,12 +264,13 @@ def run_mode(
             processes = wait_warm(stack, args.warm_children)
             progress(name, "warm children ready", began)
             jobs = submissions(gym, problems, per_problem, args.wrong)
+            before = {name: len(entries) for name, entries in finished_entries(stack.dir).items()}
             t0 = time.monotonic()
             submitted = gym.evaluate_batch([b for _, b in jobs], wait=0)
             finished = [gym.wait(e.id, timeout=3600) for e in submitted]
             wall = time.monotonic() - t0
             progress(name, "batch done", began)
-        slot = slot_use(stack.dir / "worker0.log", len(jobs))
+        slot = slot_use(stack.dir, before, len(jobs))
     results = [e.result for e in finished if e.result]
     verdicts: dict[str, int] = {}
     for e in finished:
@@ -264,14 +282,16 @@ def run_mode(
     phases = {p: [r["phases"][p] for r in results if p in r["phases"]] for p in PHASES}
     return {
         "mode": name,
+        "gpus": gpus,
         "pool_processes": processes,
         "evaluations": len(jobs),
         "wall_s": round(wall, 2),
         "per_minute": round(60 * len(jobs) / wall, 2),
+        "per_minute_per_gpu": round(60 * len(jobs) / wall / gpus, 2),
         "verdicts": verdicts,
         "not_passed": not_passed(jobs, finished),
-        "timing_slot": {
-            "busy_fraction": round(sum(e["timing_slot_held_s"] for e in slot) / wall, 3),
+        "timing_slot": {  # busy_fraction: per GPU (each has its own slot)
+            "busy_fraction": round(sum(e["timing_slot_held_s"] for e in slot) / wall / gpus, 3),
             "wait_median_s": round(statistics.median(e["timing_slot_wait_s"] for e in slot), 3),
             "held_median_s": round(statistics.median(e["timing_slot_held_s"] for e in slot), 3),
             "drain_wait_median_s": round(statistics.median(e["timing_slot_drain_s"] for e in slot), 3),
@@ -361,6 +381,9 @@ def main() -> None:
         "--fork", default="default", help="pipelined modes: comma-separated KERNELGYM_FORK_CHILDREN values (0, 1)"
     )
     parser.add_argument("--gpu", type=int, default=0, help="the GPU's index (ignored with --device-class cpu)")
+    parser.add_argument(
+        "--gpus", default="1", help="pipelined modes: comma-separated numbers of GPUs, a worker on each, from --gpu"
+    )
     parser.add_argument("--device-class", default="gpu", help="`cpu` runs the same path with the interpreter")
     parser.add_argument("--kernelbench", type=Path, help="KernelBench problems (holds level1/) instead of bundled")
     parser.add_argument("--warm-children", type=int, default=4, help="KERNELGYM_WARM_CHILDREN of the worker")
@@ -383,7 +406,7 @@ def main() -> None:
     head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(problems)}
     head |= {"cold": args.cold, "wrong": args.wrong}
     print(json.dumps(head))
-    modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"})] if args.serial else []
+    modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"}, 1)] if args.serial else []
     variables = (
         ("", "KERNELGYM_WORKER_CONCURRENCY", args.concurrency),
         ("gather", "KERNELGYM_DEVICE_LOCK_GATHER_S", args.gather),
@@ -391,7 +414,9 @@ def main() -> None:
         ("ticks", "KERNELGYM_TARGET_CI_TICKS", args.target_ci_ticks),
         ("fork", "KERNELGYM_FORK_CHILDREN", args.fork),
     )
-    for values in itertools.product(*(v.split(",") for _, _, v in variables)) if args.pipelined else []:
+    gpu_counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
+    product = itertools.product(gpu_counts, *(v.split(",") for _, _, v in variables)) if args.pipelined else []
+    for gpus, *values in product:
         env = {var: value for (_, var, _), value in zip(variables, values, strict=True) if value != "default"}
         name = (
             "pipelined-"
@@ -401,12 +426,13 @@ def main() -> None:
                 for (label, _, _), value in zip(variables[1:], values[1:], strict=True)
                 if value != "default"
             )
+            + (f"-gpus-{gpus}" if len(gpu_counts) > 1 or gpus > 1 else "")
         )
-        modes.append((name, args.pipelined, env))
+        modes.append((name, args.pipelined, env, gpus))
     rows = []
     references: dict[bytes, tuple[bytes, int]] = {}
-    for name, per_problem, env in modes:
-        row = run_mode(name, problems, per_problem, args, {**common, **env}, references)
+    for name, per_problem, env, gpus in modes:
+        row = run_mode(name, problems, per_problem, args, {**common, **env}, references, gpus)
         print(json.dumps(row), flush=True)
         rows.append(row)
     print(json.dumps({"summary": summary(rows)}))
