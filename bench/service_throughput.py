@@ -29,18 +29,21 @@ then reuses them, as a service does):
     of the event timer, under the precision adaptive sampling stops at) and each `--fork` (whether children are
     forked from the zygote or each started as a fresh interpreter), `--pipelined` per problem, with a worker on
     each of `--gpus` GPUs (each count a mode: 2 is GPUs `--gpu` and `--gpu`+1; the workers share one queue).
-Every mode first runs one evaluation per problem that is not counted (it times and stores the problem's reference),
-then waits until every pool process has its warm children again; then all its submissions go in one
-POST /evaluate/batch and it waits for every result. With --share-references only the first mode runs that pass:
-the reference timings it stored are written into each later mode's Redis (the same figures then serve every mode,
-so speedups differ between modes only by the candidates' timings, and a mode costs minutes less on a GPU, where the
-pass times each reference in 5 processes). With --cold there is no uncounted pass: the batch meets
-references nobody has timed, as an RL step does when its prompts are new, and one evaluation per problem times
-each reference (in several processes) while that problem's other candidates wait for its figure.
+Every mode first runs a pass that is not counted, as many evaluations per problem as the mode has pool processes:
+it times and stores each problem's reference, and leaves the pool processes as a long run has them (each has built
+Triton's launchers for the problems' kernels; a mode whose processes started cold paid that in its batch, and on two
+H200s a two-GPU mode was 1.26x one GPU that way). It then waits until every pool process has its warm children
+again; then all its submissions go in one POST /evaluate/batch and it waits for every result. With
+--share-references the reference timings the first mode stored are written into each later mode's Redis before its
+pass (the same figures then serve every mode, so speedups differ between modes only by the candidates' timings, and
+a mode costs minutes less on a GPU, where timing a reference takes 5 processes). With --cold there is no uncounted
+pass: the batch meets references nobody has timed, as an RL step does when its prompts are new, and one evaluation
+per problem times each reference (in several processes) while that problem's other candidates wait for its figure.
 Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went), one JSON line
 per mode (evaluations per minute, verdicts, phase medians, the share of the wall time the timing slot was held
-and the median wait for it, the requests to the children by kind, per-problem speedups) and a summary: the
-ratio to serial and, per problem, how far the pipelined median speedup is from the serial one.
+and the median wait for it, the host's CPU use during the batch, the requests to the children by kind,
+per-problem speedups) and a summary: the ratio to serial and, per problem, how far the pipelined median speedup is
+from the serial one.
 """
 
 from __future__ import annotations
@@ -216,6 +219,23 @@ def precompile_passes(slot: list[dict]) -> dict | None:
     }
 
 
+def host_cpu() -> tuple[int, int] | None:
+    """The host's CPU time so far, busy and in all, in ticks (Linux /proc/stat); None elsewhere."""
+    try:
+        ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def cpu_busy(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The share of the host's CPU time that was busy between two `host_cpu` readings."""
+    if before is None or after is None or after[1] == before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 3)
+
+
 def progress(name: str, step: str, since: float) -> None:
     """On stderr: where a mode is, so that a run stopped at a time limit still shows where its time went."""
     print(f"[{name}] {step} at {time.monotonic() - since:.0f} s", file=sys.stderr, flush=True)
@@ -238,7 +258,7 @@ def run_mode(
     gpus: int = 1,
 ) -> dict:
     """One mode on a fresh stack with a worker on each of `gpus` GPUs. `references`: reference timings to start
-    from (its uncounted pass is then skipped), filled with the ones this mode stored when it is empty."""
+    from, filled with the ones this mode stored when it is empty and --share-references is on."""
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
     began = time.monotonic()
@@ -250,25 +270,27 @@ def run_mode(
         stack.wait_ready(workers=gpus, timeout=300)
         progress(name, "stack ready", began)
         with KernelGymClient(stack.base_url, timeout=120) as gym:
-            if references:
-                r = redis.Redis.from_url(stack.redis_url)
-                for key, (value, ttl_ms) in references.items():
-                    r.set(key, value, px=ttl_ms if ttl_ms > 0 else None)
-            elif not args.cold:
-                warm = gym.evaluate_batch([b for _, b in submissions(gym, problems, 1)], wait=0)
+            r = redis.Redis.from_url(stack.redis_url)
+            for key, (value, ttl_ms) in references.items():
+                r.set(key, value, px=ttl_ms if ttl_ms > 0 else None)
+            processes = wait_warm(stack, args.warm_children)
+            if not args.cold:
+                warm = gym.evaluate_batch([b for _, b in submissions(gym, problems, processes)], wait=0)
                 for e in warm:
                     gym.wait(e.id, timeout=1800)
                 progress(name, "uncounted pass done", began)
-                if args.share_references:
+                if args.share_references and not references:
                     references.update(stored_references(stack))
-            processes = wait_warm(stack, args.warm_children)
+                wait_warm(stack, args.warm_children)
             progress(name, "warm children ready", began)
             jobs = submissions(gym, problems, per_problem, args.wrong)
             before = {name: len(entries) for name, entries in finished_entries(stack.dir).items()}
+            cpu_before = host_cpu()
             t0 = time.monotonic()
             submitted = gym.evaluate_batch([b for _, b in jobs], wait=0)
             finished = [gym.wait(e.id, timeout=3600) for e in submitted]
             wall = time.monotonic() - t0
+            cpu_after = host_cpu()
             progress(name, "batch done", began)
         slot = slot_use(stack.dir, before, len(jobs))
     results = [e.result for e in finished if e.result]
@@ -290,6 +312,7 @@ def run_mode(
         "per_minute_per_gpu": round(60 * len(jobs) / wall / gpus, 2),
         "verdicts": verdicts,
         "not_passed": not_passed(jobs, finished),
+        "host_cpu_busy": cpu_busy(cpu_before, cpu_after),
         "timing_slot": {  # busy_fraction: per GPU (each has its own slot)
             "busy_fraction": round(sum(e["timing_slot_held_s"] for e in slot) / wall / gpus, 3),
             "wait_median_s": round(statistics.median(e["timing_slot_wait_s"] for e in slot), 3),
@@ -391,9 +414,7 @@ def main() -> None:
     parser.add_argument("--wrong", type=int, default=0, help="wrong candidates per problem per mode, besides")
     parser.add_argument("--cold", action="store_true", help="no uncounted pass: references are timed in the batch")
     parser.add_argument(
-        "--share-references",
-        action="store_true",
-        help="the first mode's stored reference timings start every later mode, which skips its uncounted pass",
+        "--share-references", action="store_true", help="the first mode's reference timings start every later one"
     )
     parser.add_argument("--logs", type=Path, help="keep each stack's Redis, gateway and worker logs here")
     args = parser.parse_args()
