@@ -7,6 +7,7 @@
     python bench/eval_wall.py repeat --problems services/bundled/problems --kernels services/bundled/kernels \
         --problem level1/1_ReLU --no-store
     python bench/eval_wall.py repeat --busy 0,16           # the same, alternating with 16 busy processes beside
+    python bench/eval_wall.py repeat --device cuda --neighbour none,contexts,evaluator   # another GPU's work, in turn
 
 `bundled` evaluates the bundled problems with their example kernels; `kernelbench` evaluates real
 KernelBench level-1 problems at their published sizes with the honest Triton kernels under
@@ -16,14 +17,21 @@ store, as a service's workers share one in Redis: the first times the reference 
 others revalidate and reuse it; `--no-store` times the reference afresh in every evaluation. `--busy` takes
 levels of CPU contention (processes spinning beside the evaluator, as a pipelined worker's other evaluations
 load the host) and gives the evaluations to them in turn, so that each level's summary, with the phases that split
-the timing slot's hold, comes from the same stretch of time. Prints a JSON line per evaluation and a summary.
+the timing slot's hold, comes from the same stretch of time. `--neighbour` does the same with work on another GPU
+of the host (`--neighbour-gpu`), which this evaluator's GPU does not share but the host's driver does: `contexts`,
+a loop of fresh processes that each create a CUDA context there, as a second worker's warm children do; and
+`evaluator`, this same repeat run there, as a second GPU's worker does (on two GPUs through the service, requests
+outside the timing slot took 1.2-3.7 times as long as on one: docs/benchmarks.md, session 18). Prints a JSON line
+per evaluation and a summary per condition, with the median seconds of each kind of request to the children.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -106,8 +114,19 @@ def main() -> None:
     parser.add_argument("--device", choices=["cuda", "cpu"])
     parser.add_argument("--budget", type=float, help="timing budget per evaluation, seconds")
     parser.add_argument("--busy", default="0", help="repeat: comma-separated numbers of busy processes, in turn")
+    parser.add_argument(
+        "--neighbour",
+        default="none",
+        help=f"repeat: comma-separated work on another GPU, in turn: {', '.join(NEIGHBOURS)}",
+    )
+    parser.add_argument("--neighbour-gpu", type=int, default=1, help="the other GPU's index")
     args = parser.parse_args()
     levels = [int(n) for n in args.busy.split(",")]
+    neighbours = args.neighbour.split(",")
+    unknown = sorted(set(neighbours) - set(NEIGHBOURS))
+    if unknown:
+        parser.error(f"unknown --neighbour {unknown}: choose from {', '.join(NEIGHBOURS)}")
+    conditions = list(itertools.product(levels, neighbours))
     options = EvalOptions(device=args.device, timing_budget_s=args.budget)
 
     with Evaluator() as evaluator:
@@ -133,33 +152,69 @@ def main() -> None:
         for i in args.problem or (KB_DEFAULT if args.problems else SMALL_DEFAULT):
             source = (kernels / f"{i}.py").read_text()
             store = None if args.no_store else MemoryTimingStore()
-            by_level: dict[int, list[dict]] = {n: [] for n in levels}
-            with busy_processes(max(levels)) as load:
+            by_condition: dict[tuple[int, str], list[dict]] = {c: [] for c in conditions}
+            others = [k for k in neighbours if k != "none"]
+            beside = [("busy", None)] * max(levels) + [(k, args.neighbour_gpu) for k in others]
+            with paused_processes(beside, i, args) as resume:
                 for k in range(args.times):
-                    n = levels[k % len(levels)]
-                    load(n)
-                    by_level[n] += run(evaluator, [(ps.load(i), source)], options, store)
-            for n, rows in by_level.items():
-                label = [i] if len(levels) == 1 else [i, f"busy={n}"]
-                print("REPEAT", *label, json.dumps({**repeat_summary(rows), "phases_median_s": phase_summary(rows)}))
+                    n, neighbour = conditions[k % len(conditions)]
+                    resume([*range(n), *(max(levels) + j for j, o in enumerate(others) if o == neighbour)])
+                    by_condition[(n, neighbour)] += run(evaluator, [(ps.load(i), source)], options, store)
+            for (n, neighbour), rows in by_condition.items():
+                label = [i] + [f"busy={n}"] * (len(levels) > 1) + [f"neighbour={neighbour}"] * (len(neighbours) > 1)
+                summary = {**repeat_summary(rows), "phases_median_s": phase_summary(rows)}
+                print("REPEAT", *label, json.dumps({**summary, "requests_median_s": request_medians(rows)}))
+
+
+# A neighbour that creates a CUDA context, again and again, each in a fresh process.
+_CONTEXTS = (
+    "import subprocess, sys\n"
+    "while True:\n"
+    "    subprocess.run([sys.executable, '-c', 'import torch; torch.empty(1, device=\"cuda\")'], check=False)\n"
+)
+NEIGHBOURS = ("none", "contexts", "evaluator")
+
+
+def _command(kind: str, problem: str, args: argparse.Namespace) -> list[str]:
+    if kind == "busy":
+        return [sys.executable, "-c", "while True: pass"]
+    if kind == "contexts":
+        return [sys.executable, "-c", _CONTEXTS]
+    own = [sys.executable, str(Path(__file__).resolve()), "repeat", "--device", "cuda", "--times", "100000"]
+    where = ["--problem", problem] + (["--problems", str(args.problems)] if args.problems else [])
+    return own + where + (["--kernels", str(args.kernels)] if args.kernels else [])
 
 
 @contextlib.contextmanager
-def busy_processes(most: int) -> Iterator:
-    """`most` processes spinning on the CPU, all paused; `load(n)` lets the first n run."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(most)]
+def paused_processes(kinds: list[tuple[str, int | None]], problem: str, args: argparse.Namespace) -> Iterator:
+    """A process group per `(kind, gpu)` (gpu None: the evaluator's own view), all paused; `resume(ks)` lets the
+    groups at the indices `ks` run. A whole group stops, so a paused neighbour's children stop with it."""
+    procs = []
+    for kind, gpu in kinds:
+        env = dict(os.environ) if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
+        out = subprocess.DEVNULL
+        procs.append(subprocess.Popen(_command(kind, problem, args), env=env, stdout=out, start_new_session=True))
 
-    def load(n: int) -> None:
+    def resume(running: list[int]) -> None:
         for k, proc in enumerate(procs):
-            proc.send_signal(signal.SIGCONT if k < n else signal.SIGSTOP)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGCONT if k in running else signal.SIGSTOP)
 
     try:
-        load(0)
-        yield load
+        resume([])
+        yield resume
     finally:
         for proc in procs:
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def request_medians(rows: list[dict]) -> dict[str, float]:
+    """Per kind of request to the children (`reference.call`, `candidate.deliver`...), the median over the
+    evaluations of its seconds in each."""
+    kinds = sorted({k for r in rows for k in r["requests"]})
+    return {k: round(statistics.median(r["requests"].get(k, {}).get("s", 0.0) for r in rows), 4) for k in kinds}
 
 
 def cv(values: list[float]) -> float | None:

@@ -23,6 +23,8 @@
 #                                      # a problem, serial and at the worker's default in one run (~300 s on an H200)
 #   bench/gpu_acceptance.sh 10 "$OUT"  # service throughput on one GPU against two (a worker each, one queue), 12
 #                                      # candidates a problem per mode, in one run; needs a host of two GPUs
+#   bench/gpu_acceptance.sh 11 "$OUT"  # what the second GPU's work costs the first: the row sum's evaluations on
+#                                      # GPU 0, in turn with nothing, CUDA contexts created, and an evaluator on GPU 1
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -34,7 +36,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-10}
+part=${1:?part 1-11}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -93,8 +95,11 @@ case $part in
     step throughput_gpus 570 "$py" bench/service_throughput.py --serial 0 --pipelined 12 --gpus 1,2 \
         --share-references --logs "$out/throughput-gpus-logs"
     ;;
+11)
+    step neighbours 400 "$py" bench/eval_wall.py repeat --device cuda --times 60 --neighbour none,contexts,evaluator
+    ;;
 *)
-    echo "part must be 1 to 10" >&2
+    echo "part must be 1 to 11" >&2
     exit 2
     ;;
 esac
