@@ -204,10 +204,19 @@ def paused_processes(kinds: list[tuple[str, int | None]], problem: str, args: ar
         resume([])
         yield resume
     finally:
+        # SIGINT first: a neighbour evaluator leaves its `with Evaluator()` and closes its children, which live in
+        # sessions of their own and would outlive a killed group on the other GPU.
+        resume(list(range(len(procs))))
         for proc in procs:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+                os.killpg(proc.pid, signal.SIGINT)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def request_medians(rows: list[dict]) -> dict[str, float]:
