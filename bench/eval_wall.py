@@ -188,7 +188,8 @@ def _command(kind: str, problem: str, args: argparse.Namespace) -> list[str]:
 @contextlib.contextmanager
 def paused_processes(kinds: list[tuple[str, int | None]], problem: str, args: argparse.Namespace) -> Iterator:
     """A process group per `(kind, gpu)` (gpu None: the evaluator's own view), all paused; `resume(ks)` lets the
-    groups at the indices `ks` run. A whole group stops, so a paused neighbour's children stop with it."""
+    groups at the indices `ks` run. A whole group stops with its own subprocesses; a neighbour evaluator's children,
+    in sessions of their own, finish the request they are on and then wait for their stopped parent."""
     procs = []
     for kind, gpu in kinds:
         env = dict(os.environ) if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(gpu)}
