@@ -273,21 +273,19 @@ def _revalidate(timer: _Timer, stored: dict[str, RuntimeStats]) -> dict[str, Run
     way."""
     s = timer.session.settings
     ranges = {side: _agreeing(cached, s.reference_cache_tolerance) for side, cached in stored.items()}
-
-    def interval(side: str) -> tuple[float, float]:
-        return stats.median_ci(timer.samples[side])
-
+    intervals: dict[str, tuple[float, float]] = {}
     for n in range(1, s.reference_cache_calls + 1):
         for side in timer.children:
             timer(side, keep=True)
+        intervals = {side: stats.median_ci(timer.samples[side]) for side in stored}
         if n >= s.reference_cache_min_calls and all(
-            ranges[side][0] <= interval(side)[0] and interval(side)[1] <= ranges[side][1] for side in stored
+            ranges[side][0] <= low and high <= ranges[side][1] for side, (low, high) in intervals.items()
         ):
             break
     return {
         side: cached
         for side, cached in stored.items()
-        if interval(side)[0] <= ranges[side][1] and interval(side)[1] >= ranges[side][0]
+        if intervals[side][0] <= ranges[side][1] and intervals[side][1] >= ranges[side][0]
     }
 
 
