@@ -56,7 +56,7 @@ class Evaluator:
         self.pool = pool or ChildPool(self.settings)
         lock = self.settings.device_lock
         self.timing_slot = TimingSlot(Path(lock), self.settings.device_lock_gather_s) if lock else None
-        self._mem_pool: Any = None
+        self._mem_pools: dict[str, Any] = {}
         self._current: Session | None = None
         # The last evaluation's, for the worker's log: what the compiler child did, and the requests to the
         # children by child and command (Session.requests).
@@ -128,7 +128,7 @@ class Evaluator:
             self.last_precompile = session.precompiled
             self.last_requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in session.requests.items()}
             if device == "cuda":  # what the parent received goes back to the device, not to an idle cache
-                self._mem_pool = None
+                self._mem_pools = {}
                 torch.cuda.empty_cache()
 
     def cancel(self) -> bool:
@@ -142,12 +142,14 @@ class Evaluator:
             child.kill()
         return True
 
-    def receive_pool(self) -> Any:
-        """A private CUDA memory pool for buffers children write into, so the segments a child can map
-        never hold anything else of the parent's."""
-        if self._mem_pool is None and hasattr(torch.cuda, "MemPool"):
-            self._mem_pool = torch.cuda.MemPool()
-        return self._mem_pool
+    def receive_pool(self, role: str) -> Any:
+        """A private CUDA memory pool per child role (reference, candidate) for buffers children write into, so
+        the segments a child can map never hold anything else of the parent's, nor the other role's tensors: a
+        child keeps its mappings open (tensors.open_cuda), and a candidate's must not reach the reference's
+        outputs that later land in the same segments."""
+        if role not in self._mem_pools and hasattr(torch.cuda, "MemPool"):
+            self._mem_pools[role] = torch.cuda.MemPool()
+        return self._mem_pools.get(role)
 
     def close(self) -> None:
         self.pool.close()

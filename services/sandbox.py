@@ -285,11 +285,16 @@ class Child:
         return header, payloads
 
     def _died(self) -> ChildDied:
+        """Why the child is gone, once it is: its channel closed. Every wait is bounded, so that an evaluation
+        never hangs on a status that does not come (a CUDA child's teardown on a loaded host, a busy zygote)."""
         try:
             code = self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.kill()
-            code = self.proc.wait()
+            try:
+                code = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                return ChildDied(self._violation or "closed its channel and did not exit within 15 s (killed)")
         if self._violation:
             return ChildDied(self._violation)
         if code < 0:

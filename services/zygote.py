@@ -29,6 +29,7 @@ from typing import Any
 from services.child.zygote import MAX_REQUEST_BYTES
 
 _START_TIMEOUT_S = 120.0  # importing torch on a loaded host; a child's own start limit then applies on top
+_POLL_LOCK_S = 0.2  # how long asking for an exit status waits for the lock before answering "not yet"
 
 
 class ZygoteUnavailable(Exception):
@@ -123,8 +124,12 @@ class Zygote:
         return ForkedProcess(self, int(reply["pid"]))
 
     def returncode(self, pid: int) -> int | None:
-        """The child's exit status once it has exited (asked once: the handle keeps it), else None."""
-        with self._lock:
+        """The child's exit status once it has exited (asked once: the handle keeps it), else None. Also None
+        while `spawn` holds the lock waiting for a fork or a new zygote (up to its start timeout): a caller that
+        waits with a deadline polls again rather than sitting out that wait."""
+        if not self._lock.acquire(timeout=_POLL_LOCK_S):
+            return None
+        try:
             if self._sock is not None:
                 try:
                     self._drain()
@@ -135,7 +140,9 @@ class Zygote:
             if pid in self._orphans and _gone(pid):
                 self._orphans.discard(pid)
                 return -signal.SIGKILL
-        return None
+            return None
+        finally:
+            self._lock.release()
 
     # -- under the lock ----------------------------------------------------------------------------
     def _ensure(self, env: dict[str, str]) -> socket.socket:

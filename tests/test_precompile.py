@@ -33,7 +33,7 @@ def pool() -> Iterator[ChildPool]:
 
 
 def run_pass(pool: ChildPool, problem: Problem, candidate: str, tmp_path, settings=SETTINGS) -> PrecompileOutcome:
-    session = Session(settings, EvalOptions(), "cuda", lambda: None)
+    session = Session(settings, EvalOptions(), "cuda", lambda role: None)
     pending = begin_precompile(session, pool, problem, candidate, (9, 0))
     return finish_precompile(session, pending, str(tmp_path / "cache"))
 

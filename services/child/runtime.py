@@ -196,6 +196,7 @@ class Runtime:
         self.compiled: Any = None
         self.ref_module: Any = None
         self.flush_buf: torch.Tensor | None = None
+        self.mapped: dict[str, torch.UntypedStorage] = {}  # per parent segment, its mapping (tensors.open_cuda)
         self.guarded = self.role == "candidate" and job.defences
         # The reference child does the same per-call bookkeeping (integrity report, early fingerprint)
         # without the guards, so the parent's wall-clock comparison sees only the candidate's own time.
@@ -534,7 +535,7 @@ class Runtime:
         ):
             return False, None
         for desc, t in zip(buffers, found, strict=True):
-            dst = tensors.open_cuda(desc)
+            dst = tensors.open_cuda(desc, self.mapped)
             _Tensor.copy_(dst, _Tensor.reshape(t, dst.shape))
             del dst
         _sync()

@@ -148,7 +148,7 @@ class Session:
         settings: EvalSettings,
         options: EvalOptions,
         device: str,
-        receive_pool: Callable[[], Any],
+        receive_pool: Callable[[str], Any],
         slot: TimingSlot | None = None,
         memory_shared: bool = False,
     ):
@@ -356,7 +356,7 @@ class Session:
     ) -> dict[Kept, list[torch.Tensor]]:
         """`receive` for several kept parts (of these structures) in one request."""
         what = list(parts)
-        specs, bufs, descs = self._buffers(list(parts.values()))
+        specs, bufs, descs = self._buffers(child, list(parts.values()))
         _, data = self.ask(
             child, Deliver(what=what, buffers=descs), Delivered, deadline, f"delivering its {' and '.join(what)}"
         )
@@ -365,7 +365,7 @@ class Session:
     def receive_copies(self, indices: list[int], structure: Structure, deadline: float) -> list[list[torch.Tensor]]:
         """The candidate's timed outputs it copied aside (`Time.retain_previous`) at `indices`, each of `structure`
         (the reference's: a copy of another was never asked for), in one request."""
-        specs, bufs, descs = self._buffers([structure] * len(indices))
+        specs, bufs, descs = self._buffers(self.cand, [structure] * len(indices))
         what = f"delivering its {len(indices)} retained output(s)"
         _, data = self.ask(
             self.cand, Deliver(what=["retained"], buffers=descs, indices=indices), Delivered, deadline, what
@@ -375,7 +375,7 @@ class Session:
     def recompute(self, seeds: list[int], structure: Structure, deadline: float) -> list[list[torch.Tensor]] | None:
         """The reference's outputs for `seeds` in one request, into buffers for `structure` (its own, from its
         first call); None where an output's structure differed."""
-        specs, bufs, descs = self._buffers([structure] * len(seeds))
+        specs, bufs, descs = self._buffers(self.ref, [structure] * len(seeds))
         h, data = self.ask(
             self.ref, Recompute(seeds=seeds, buffers=descs), Recomputed, deadline, "re-running the reference"
         )
@@ -395,17 +395,17 @@ class Session:
             raise ValueError("tensors come with the reply of a reference call only")
         if expect is None:
             return self.ask(child, call, Called, deadline, what)[0], None
-        specs, bufs, descs = self._buffers(list(expect.values()))
+        specs, bufs, descs = self._buffers(child, list(expect.values()))
         h, data = self.ask(child, replace(call, deliver=list(expect), buffers=descs), Called, deadline, what)
         if not (h.delivered and all(_kept_structure(h, p) == expect[p] for p in expect)):
             return h, None
         return h, _split(expect, _taken(bufs, data, specs))
 
     def _buffers(
-        self, structures: list[Structure]
+        self, child: Child | None, structures: list[Structure]
     ) -> tuple[list[tuple[torch.dtype, list[int]]], list[torch.Tensor] | None, list[dict[str, Any]] | None]:
         """The tensors of `structures`, one after another, within what this process allocates for them; on CUDA
-        buffers this process owns for a child to copy them into (from the receive pool) and their IPC
+        buffers this process owns for `child` to copy them into (from its role's receive pool) and their IPC
         descriptors, on CPU none: the tensors come as payloads."""
         specs = tensors.tensor_specs({"t": "tuple", "items": structures})
         try:
@@ -414,7 +414,7 @@ class Session:
             raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
         if self.device == "cpu":
             return specs, None, None
-        pool = self._receive_pool()
+        pool = self._receive_pool("candidate" if child is self.cand else "reference")
         with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
             bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
         return specs, bufs, [tensors.share_cuda(b) for b in bufs]

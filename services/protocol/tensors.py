@@ -141,9 +141,16 @@ def share_cuda(t: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def open_cuda(desc: dict[str, Any]) -> torch.Tensor:
-    """The child's view of a parent buffer described by `share_cuda`."""
-    storage = torch.UntypedStorage._new_shared_cuda(
+def open_cuda(desc: dict[str, Any], mapped: dict[str, torch.UntypedStorage]) -> torch.Tensor:
+    """The child's view of a parent buffer described by `share_cuda`. `mapped` keeps, per parent segment, a
+    storage open for the rest of the process's life, so that this segment's later buffers reuse its mapping:
+    opening and closing one (cudaIpcOpenMemHandle, cudaIpcCloseMemHandle) takes the host's driver in turn with
+    every other process's mapping changes, context starts and ends included, on any GPU: on a host of two GPUs
+    it took 7.8 ms instead of 0.28 (bench/driver_contention.py, docs/benchmarks.md session 19). The keeper is a
+    second open of the first buffer's share, whose ref counter only that buffer's storage decrements: the
+    producer frees the buffer as usual once the view returned here is gone; the keeper's own decrement would
+    come only when the process exits cleanly, on a slot the producer never hands out again."""
+    args = (
         desc["device"],
         _unb64(desc["handle"]),
         desc["size"],
@@ -153,6 +160,9 @@ def open_cuda(desc: dict[str, Any]) -> torch.Tensor:
         _unb64(desc["ev_handle"]),
         desc["ev_sync"],
     )
+    if desc["handle"] not in mapped:
+        mapped[desc["handle"]] = torch.UntypedStorage._new_shared_cuda(*args)
+    storage = torch.UntypedStorage._new_shared_cuda(*args)
     dtype = dtype_from_name(desc["dtype"])
     out = torch.empty(0, dtype=dtype, device=f"cuda:{desc['device']}")
     shape = desc["shape"]

@@ -1,0 +1,238 @@
+"""Which CUDA driver operations on one GPU slow down while another GPU of the host churns evaluation children.
+
+    python bench/driver_contention.py                       # neighbours 0, 2, 4 on GPU 1; 6 s per condition
+    python bench/driver_contention.py --neighbours 0,4 --neighbour-gpu 0 --seconds 10
+
+On a host of two GPUs, the service's requests that hand tensors over or profile took 2-3.5 times as long as on one,
+while the timed calls did not change (docs/benchmarks.md, sessions 18 and 19); context creation alone scales across
+GPUs (bench/context_churn.py). This times, on GPU 0, each operation an evaluation's requests make of the driver, in
+turn with `--neighbours` loops on `--neighbour-gpu` that each do what an evaluation's child does: a fresh process
+forked from one with torch imported, its CUDA context, a few torch operations (their kernels load lazily), a
+tensor handed over to its parent through CUDA IPC, exit. The operations:
+
+- `ipc`: a consumer opens a buffer the producer shares (services.protocol.tensors.share_cuda/open_cuda), copies
+  into it and drops it, as a child's hand-over does today: the mapping is opened and closed each time;
+- `ipc_kept`: the same with the consumer keeping one view of the producer's segment open, so that later opens of
+  that segment reuse the mapping;
+- `malloc`: 64 MB allocated and returned to the driver (cudaMalloc and cudaFree);
+- `event`: an interprocess event created, its handle taken, destroyed;
+- `launch`: a small kernel and a synchronisation (no driver call beyond the launch path).
+
+Prints one JSON line per (neighbours, operation): median and spread of milliseconds over the condition's seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import socket
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from services.protocol import channel
+from services.protocol.tensors import open_cuda, share_cuda
+
+OPERATIONS = ("ipc", "ipc_kept", "malloc", "event", "launch")
+
+
+def _child_like() -> None:
+    """In a fresh fork: what one evaluation child does to the driver, then exit."""
+    parent_sock, child_sock = socket.socketpair()
+    parent_end, child_end = parent_sock.fileno(), child_sock.fileno()
+    pid = os.fork()
+    if pid == 0:  # the hand-over's producer: this child's parent in the service
+        buf = torch.empty(1 << 20, device="cuda")
+        channel.send(parent_end, {"buf": share_cuda(buf)})
+        channel.recv(parent_end, time.monotonic() + 60)
+        os._exit(0)
+    x = torch.randn(4096, device="cuda")
+    for op in (torch.sum, torch.softmax, torch.cumsum, torch.sort):
+        y = op(x, 0) if op is not torch.sum else op(x)
+    header, _ = channel.recv(child_end, time.monotonic() + 60)
+    dst = open_cuda(header["buf"])
+    dst.copy_(x[: dst.numel()].repeat(dst.numel() // 4096 + 1)[: dst.numel()])
+    torch.cuda.synchronize()
+    del dst, y
+    channel.send(child_end, {"done": True})
+    os.waitpid(pid, 0)
+
+
+def _neighbour(gpu: int) -> None:
+    """Churn evaluation-like children on `gpu` until killed."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    os.setpgrp()
+    while True:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _child_like()
+                code = 0
+            finally:
+                os._exit(code)
+        os.waitpid(pid, 0)
+
+
+def _consumer(fd: int) -> None:
+    """Opens what the producer shares, copies into it and replies with the milliseconds it took."""
+    kept: dict[str, torch.Tensor] = {}
+    while True:
+        header, _ = channel.recv(fd, time.monotonic() + 3600)
+        if header.get("stop"):
+            return
+        desc = header["buf"]
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dst = open_cuda(desc)
+        dst.fill_(1.0)
+        torch.cuda.synchronize()
+        if header["keep"] and desc["handle"] not in kept:
+            kept[desc["handle"]] = dst
+        del dst
+        channel.send(fd, {"ms": (time.perf_counter() - t0) * 1e3})
+
+
+def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[float]:
+    """Times `op` on this process's GPU, again and again for `seconds`."""
+    times = []
+    until = time.monotonic() + seconds
+    x = torch.randn(1 << 16, device="cuda")
+    while time.monotonic() < until:
+        if op in ("ipc", "ipc_kept"):
+            with torch.cuda.use_mem_pool(pool):
+                buf = torch.empty(1 << 20, device="cuda")
+            channel.send(peer, {"buf": share_cuda(buf), "keep": op == "ipc_kept"})
+            header, _ = channel.recv(peer, time.monotonic() + 60)
+            times.append(header["ms"])
+            del buf
+            continue
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        if op == "malloc":
+            y = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+            del y
+            torch.cuda.empty_cache()
+        elif op == "event":
+            e = torch.cuda.Event(interprocess=True)
+            e.record()
+            e.ipc_handle()
+            del e
+        else:
+            (x * 2).sum().item()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _start_neighbours(n: int, gpu: int) -> list[int]:
+    pids = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _neighbour(gpu)
+            finally:
+                os._exit(1)
+        pids.append(pid)
+    return pids
+
+
+def _stop(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def _probe_all(ops: list[str], seconds: float, out: int) -> None:
+    """In a fresh process on GPU 0 (its consumer forked before CUDA starts): every operation in turn."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    mine, theirs = socket.socketpair()
+    consumer = os.fork()
+    if consumer == 0:
+        code = 1
+        try:
+            mine.close()
+            _consumer(theirs.fileno())
+            code = 0
+        finally:
+            os._exit(code)
+    theirs.close()
+    pool = torch.cuda.MemPool()
+    rows = {}
+    for op in ops:
+        _probe(op, 1.0, mine.fileno(), pool)  # first use: kernels loaded, pool segments made
+        rows[op] = _probe(op, seconds, mine.fileno(), pool)
+    channel.send(mine.fileno(), {"stop": True})
+    os.waitpid(consumer, 0)
+    os.write(out, json.dumps(rows).encode())
+
+
+def run_condition(n: int, gpu: int, ops: list[str], seconds: float) -> dict[str, list[float]]:
+    neighbours = _start_neighbours(n, gpu)
+    try:
+        time.sleep(3.0 if n else 0.0)  # the loops past their first start
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(read)
+                _probe_all(ops, seconds, write)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+        with os.fdopen(read, "rb") as f:
+            data = f.read()
+        if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
+            raise SystemExit(f"the probe failed with {n} neighbour(s)")
+        return json.loads(data)
+    finally:
+        _stop(neighbours)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--neighbours", default="0,2,4", help="comma-separated numbers of churning loops")
+    parser.add_argument("--neighbour-gpu", type=int, default=1)
+    parser.add_argument("--operations", default=",".join(OPERATIONS))
+    parser.add_argument("--seconds", type=float, default=6.0, help="per (neighbours, operation)")
+    args = parser.parse_args()
+    commit = os.environ.get("KERNELGYM_COMMIT", "")
+    ops = args.operations.split(",")
+    unknown = sorted(set(ops) - set(OPERATIONS))
+    if unknown:
+        parser.error(f"unknown operations {unknown}: choose from {', '.join(OPERATIONS)}")
+    # This process never touches CUDA: neighbours and probes fork from it with torch imported only.
+    for n in (int(v) for v in args.neighbours.split(",")):
+        rows = run_condition(n, args.neighbour_gpu, ops, args.seconds)
+        for op, ms in rows.items():
+            print(
+                json.dumps(
+                    {
+                        "neighbours": n,
+                        "neighbour_gpu": args.neighbour_gpu,
+                        "operation": op,
+                        "n": len(ms),
+                        "median_ms": round(statistics.median(ms), 3),
+                        "p10_ms": round(statistics.quantiles(ms, n=10)[0], 3) if len(ms) > 1 else None,
+                        "p90_ms": round(statistics.quantiles(ms, n=10)[-1], 3) if len(ms) > 1 else None,
+                        "commit": commit,
+                    }
+                ),
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
