@@ -10,14 +10,19 @@ turn with `--neighbours` loops on `--neighbour-gpu` that each do what an evaluat
 forked from one with torch imported, its CUDA context, a few torch operations (their kernels load lazily), a
 tensor handed over to its parent through CUDA IPC, exit. The operations:
 
-- `ipc`: a consumer opens a buffer the producer shares (services.protocol.tensors.share_cuda/open_cuda), copies
-  into it and drops it, as a child's hand-over does today: the mapping is opened and closed each time;
-- `ipc_kept`: the same with the consumer keeping one view of the producer's segment open, so that later opens of
-  that segment reuse the mapping;
-- `malloc`: 64 MB allocated and returned to the driver (cudaMalloc and cudaFree);
+- `launch`: a small kernel and a synchronisation (no driver call beyond the launch path);
 - `event`: an interprocess event created, its handle taken, destroyed;
-- `launch`: a small kernel and a synchronisation (no driver call beyond the launch path).
+- `malloc`: 64 MB allocated and returned to the driver (cudaMalloc and cudaFree);
+- `profile`: the consumer profiles a small forward as a child's profile request does (torch.profiler, CUDA
+  activity: CUPTI), holding no mapping of the producer's memory;
+- `ipc`: the consumer opens a buffer the producer shares (services.protocol.tensors.share_cuda/open_cuda), copies
+  into it and drops it, opening and closing the segment's mapping each time, as every hand-over did until
+  session 19;
+- `ipc_kept`: the same keeping the segment's mapping open (open_cuda's `mapped`), as a child does since;
+- `profile_mapped`: `profile` again, now that the consumer holds that mapping. With open mappings kept, a child's
+  profile request took 2.7 times as long through the service (session 19): this tells whether the mapping is why.
 
+The operations run in this order in each condition (the last needs the one before it).
 Prints one JSON line per (neighbours, operation): median and spread of milliseconds over the condition's seconds.
 """
 
@@ -35,13 +40,14 @@ import time
 from pathlib import Path
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.protocol import channel
 from services.protocol.tensors import open_cuda, share_cuda
 
-OPERATIONS = ("ipc", "ipc_kept", "malloc", "event", "launch")
+OPERATIONS = ("launch", "event", "malloc", "profile", "ipc", "ipc_kept", "profile_mapped")
 
 
 def _child_like() -> None:
@@ -58,7 +64,7 @@ def _child_like() -> None:
     for op in (torch.sum, torch.softmax, torch.cumsum, torch.sort):
         y = op(x, 0) if op is not torch.sum else op(x)
     header, _ = channel.recv(child_end, time.monotonic() + 60)
-    dst = open_cuda(header["buf"])
+    dst = open_cuda(header["buf"], {})
     dst.copy_(x[: dst.numel()].repeat(dst.numel() // 4096 + 1)[: dst.numel()])
     torch.cuda.synchronize()
     del dst, y
@@ -83,22 +89,28 @@ def _neighbour(gpu: int) -> None:
 
 
 def _consumer(fd: int) -> None:
-    """Opens what the producer shares, copies into it and replies with the milliseconds it took."""
-    kept: dict[str, torch.Tensor] = {}
+    """What a child does on the producer's command, timed: open a shared buffer and copy into it (`buf`: with a
+    mapping of its own each time, or with the segment's kept one, as tensors.open_cuda does), or profile a small
+    forward (`profile`), and reply with the milliseconds it took."""
+    mapped: dict[str, torch.UntypedStorage] = {}
+    x = torch.randn(1 << 16, device="cuda")
     while True:
         header, _ = channel.recv(fd, time.monotonic() + 3600)
         if header.get("stop"):
             return
-        desc = header["buf"]
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        dst = open_cuda(desc)
-        dst.fill_(1.0)
-        torch.cuda.synchronize()
-        if header["keep"] and desc["handle"] not in kept:
-            kept[desc["handle"]] = dst
-        del dst
-        channel.send(fd, {"ms": (time.perf_counter() - t0) * 1e3})
+        if header.get("profile"):
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                (x * 2).sum()
+                torch.cuda.synchronize()
+            prof.events()
+        else:
+            dst = open_cuda(header["buf"], mapped if header["keep"] else {})
+            dst.fill_(1.0)
+            torch.cuda.synchronize()
+            del dst
+        channel.send(fd, {"ms": (time.perf_counter() - t0) * 1e3, "mapped": len(mapped)})
 
 
 def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[float]:
@@ -109,11 +121,17 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[floa
     while time.monotonic() < until:
         if op in ("ipc", "ipc_kept"):
             with torch.cuda.use_mem_pool(pool):
-                buf = torch.empty(1 << 20, device="cuda")
+                buf = torch.empty(1 << 16, device="cuda")  # small: its segment may be kept mapped
             channel.send(peer, {"buf": share_cuda(buf), "keep": op == "ipc_kept"})
-            header, _ = channel.recv(peer, time.monotonic() + 60)
-            times.append(header["ms"])
+            times.append(channel.recv(peer, time.monotonic() + 60)[0]["ms"])
             del buf
+            continue
+        if op in ("profile", "profile_mapped"):
+            channel.send(peer, {"profile": True})
+            header, _ = channel.recv(peer, time.monotonic() + 60)
+            if (header["mapped"] > 0) != (op == "profile_mapped"):
+                raise SystemExit(f"{op} needs the operations in the order {', '.join(OPERATIONS)}")
+            times.append(header["ms"])
             continue
         torch.cuda.synchronize()
         t0 = time.perf_counter()

@@ -142,14 +142,15 @@ class Evaluator:
             child.kill()
         return True
 
-    def receive_pool(self, role: str) -> Any:
-        """A private CUDA memory pool per child role (reference, candidate) for buffers children write into, so
-        the segments a child can map never hold anything else of the parent's, nor the other role's tensors: a
-        child keeps its mappings open (tensors.open_cuda), and a candidate's must not reach the reference's
-        outputs that later land in the same segments."""
-        if role not in self._mem_pools and hasattr(torch.cuda, "MemPool"):
-            self._mem_pools[role] = torch.cuda.MemPool()
-        return self._mem_pools.get(role)
+    def receive_pool(self, kind: str) -> Any:
+        """A private CUDA memory pool for buffers children write into, so the segments a child can map never hold
+        anything else of the parent's: per `kind`, "reference" and "candidate" for small buffers, whose segments a
+        child keeps mapped (services.protocol.tensors.open_cuda) and which must therefore never hold the other
+        role's tensors (a candidate's mapping would reach the reference's outputs), and "large" for the rest, which
+        no child keeps mapped and which both roles share, so that a freed output's gigabytes serve the next."""
+        if kind not in self._mem_pools and hasattr(torch.cuda, "MemPool"):
+            self._mem_pools[kind] = torch.cuda.MemPool()
+        return self._mem_pools.get(kind)
 
     def close(self) -> None:
         self.pool.close()

@@ -464,10 +464,13 @@ def test_a_launcher_a_candidate_built_is_built_again_in_trusted_code_and_planted
 
 
 # A process that opens the parent's buffers as a child's hand-over does: one JSON list of descriptors per line,
-# each filled with its index + 1; it answers with how many segment mappings it keeps.
+# each filled with its index + 1; it answers with how many segment mappings it keeps. Its CUDA is up first, as a
+# child's is before any job (torch's IPC opening assumes an initialised allocator).
 _CONSUMER = """
 import json, sys, torch
 from services.protocol.tensors import open_cuda
+torch.cuda.init()
+torch.empty(1, device="cuda")
 mapped = {}
 for line in sys.stdin:
     for i, desc in enumerate(json.loads(line)):
@@ -479,23 +482,33 @@ for line in sys.stdin:
 """
 
 
-def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers_after_each_hand_over(evaluator):
+def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers_after_each_hand_over(
+    evaluator, tmp_path
+):
     # #13: opening and closing a mapping takes the host's driver in turn with every other process's on any GPU
     # (7.8 ms instead of 0.28 beside four loops of children on the other GPU of an H200 host): a child keeps one
-    # mapping per segment. The keeper must not hold the parent's buffers: each is reused once its view is gone.
+    # mapping per segment of small buffers. The keeper must not hold the parent's buffers: each is reused once its
+    # view is gone.
     import json
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    from services.protocol.tensors import share_cuda
+    from services.protocol.tensors import SMALL_BUFFER_BYTES, share_cuda
 
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-    consumer = subprocess.Popen(
-        [sys.executable, "-c", _CONSUMER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-    )
+    errors = tmp_path / "consumer.err"
+    with errors.open("w") as err:
+        consumer = subprocess.Popen(
+            [sys.executable, "-c", _CONSUMER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+        )
     try:
         addresses = []
         for _ in range(2):
@@ -504,11 +517,19 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
             torch.cuda.synchronize()
             consumer.stdin.write(json.dumps([share_cuda(b) for b in bufs]) + "\n")
             consumer.stdin.flush()
-            assert consumer.stdout.readline().strip() == "1"  # both buffers in one segment, mapped once
+            answer = consumer.stdout.readline().strip()
+            assert answer == "1", errors.read_text()  # both buffers in one segment, mapped once
             assert [b.unique().tolist() for b in bufs] == [[1.0], [2.0]]
             addresses.append([b.data_ptr() for b in bufs])
             del bufs
         assert addresses[0] == addresses[1]  # freed back to the pool, not held for the consumer
+        # A large buffer has a segment of its own, shared by both roles: mapped for its copy only.
+        with torch.cuda.use_mem_pool(evaluator.receive_pool("large")):
+            big = torch.zeros(SMALL_BUFFER_BYTES // 4 + 1, device="cuda")
+        consumer.stdin.write(json.dumps([share_cuda(big)]) + "\n")
+        consumer.stdin.flush()
+        assert consumer.stdout.readline().strip() == "1", errors.read_text()
+        assert big.unique().tolist() == [1.0]
         with torch.cuda.use_mem_pool(evaluator.receive_pool("reference")):
             ref = torch.zeros(256, device="cuda")
         with torch.cuda.use_mem_pool(evaluator.receive_pool("candidate")):

@@ -405,8 +405,9 @@ class Session:
         self, child: Child | None, structures: list[Structure]
     ) -> tuple[list[tuple[torch.dtype, list[int]]], list[torch.Tensor] | None, list[dict[str, Any]] | None]:
         """The tensors of `structures`, one after another, within what this process allocates for them; on CUDA
-        buffers this process owns for `child` to copy them into (from its role's receive pool) and their IPC
-        descriptors, on CPU none: the tensors come as payloads."""
+        buffers this process owns for `child` to copy them into and their IPC descriptors, on CPU none: the tensors
+        come as payloads. Small buffers come from a receive pool of the child's role, large ones from one shared
+        pool (services.evaluator.Evaluator.receive_pool)."""
         specs = tensors.tensor_specs({"t": "tuple", "items": structures})
         try:
             tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
@@ -414,9 +415,12 @@ class Session:
             raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
         if self.device == "cpu":
             return specs, None, None
-        pool = self._receive_pool("candidate" if child is self.cand else "reference")
-        with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
-            bufs = [torch.empty(shape, dtype=d, device="cuda") for d, shape in specs]
+        bufs = []
+        for d, shape in specs:
+            small = tensors.spec_bytes(d, shape) <= tensors.SMALL_BUFFER_BYTES
+            pool = self._receive_pool(("candidate" if child is self.cand else "reference") if small else "large")
+            with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
+                bufs.append(torch.empty(shape, dtype=d, device="cuda"))
         return specs, bufs, [tensors.share_cuda(b) for b in bufs]
 
     def output_mismatch(

@@ -86,7 +86,7 @@ def tensor_specs(structure: dict[str, Any]) -> list[tuple[torch.dtype, list[int]
 
 def nbytes(structure: dict[str, Any]) -> int:
     """Total bytes of the tensors in a description."""
-    return sum(_spec_bytes(d, shape) for d, shape in tensor_specs(structure))
+    return sum(spec_bytes(d, shape) for d, shape in tensor_specs(structure))
 
 
 def to_bytes(t: torch.Tensor) -> bytes:
@@ -96,7 +96,7 @@ def to_bytes(t: torch.Tensor) -> bytes:
 
 
 def from_bytes(data: bytes, dtype: torch.dtype, shape: list[int]) -> torch.Tensor:
-    expected = _spec_bytes(dtype, shape)
+    expected = spec_bytes(dtype, shape)
     if len(data) != expected:
         raise ValueError(f"tensor payload of {len(data)} bytes, expected {expected}")
     if not data:
@@ -113,20 +113,29 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
-def _spec_bytes(dtype: torch.dtype, shape: list[int]) -> int:
+def spec_bytes(dtype: torch.dtype, shape: list[int]) -> int:
     return _numel(shape) * dtype.itemsize
 
 
 def check_alloc(specs: list[tuple[torch.dtype, list[int]]], limit_bytes: int) -> None:
-    total = sum(_spec_bytes(d, shape) for d, shape in specs)
+    total = sum(spec_bytes(d, shape) for d, shape in specs)
     if total > limit_bytes:
         raise ValueError(f"outputs of {total} bytes exceed the {limit_bytes}-byte limit")
 
 
+# Buffers up to this size come from torch's small allocations: 2 MiB segments that hold nothing larger, which a
+# child keeps mapped (`open_cuda`). Larger ones have segments of their own size, where mapping costs nothing
+# beside the copy and where a segment kept per child role would hold gigabytes more of the parent's memory.
+SMALL_BUFFER_BYTES = 1 << 20
+
+
 def share_cuda(t: torch.Tensor) -> dict[str, Any]:
-    """An IPC descriptor of a parent-owned, contiguous CUDA buffer, for a child to write into."""
-    (device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync) = t.untyped_storage()._share_cuda_()
+    """An IPC descriptor of a parent-owned, contiguous CUDA buffer, for a child to write into; `keep`: the child
+    may keep its segment mapped (a small buffer, from a pool of the child's role: services.parent.session)."""
+    storage = t.untyped_storage()
+    (device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync) = storage._share_cuda_()
     return {
+        "keep": storage.nbytes() <= SMALL_BUFFER_BYTES,
         "device": device,
         "handle": _b64(handle),
         "size": size,
@@ -142,14 +151,14 @@ def share_cuda(t: torch.Tensor) -> dict[str, Any]:
 
 
 def open_cuda(desc: dict[str, Any], mapped: dict[str, torch.UntypedStorage]) -> torch.Tensor:
-    """The child's view of a parent buffer described by `share_cuda`. `mapped` keeps, per parent segment, a
-    storage open for the rest of the process's life, so that this segment's later buffers reuse its mapping:
-    opening and closing one (cudaIpcOpenMemHandle, cudaIpcCloseMemHandle) takes the host's driver in turn with
-    every other process's mapping changes, context starts and ends included, on any GPU: on a host of two GPUs
-    it took 7.8 ms instead of 0.28 (bench/driver_contention.py, docs/benchmarks.md session 19). The keeper is a
-    second open of the first buffer's share, whose ref counter only that buffer's storage decrements: the
-    producer frees the buffer as usual once the view returned here is gone; the keeper's own decrement would
-    come only when the process exits cleanly, on a slot the producer never hands out again."""
+    """The child's view of a parent buffer described by `share_cuda`. `mapped` keeps, per parent segment of small
+    buffers (`keep`), a storage open for the rest of the process's life, so that the segment's later buffers
+    reuse its mapping: opening and closing one (cudaIpcOpenMemHandle, cudaIpcCloseMemHandle) takes the host's
+    driver in turn with every other process's mapping changes, context starts and ends included, on any GPU: on a
+    host of two GPUs it took 7.8 ms instead of 0.28 (bench/driver_contention.py, docs/benchmarks.md session 19).
+    The keeper is a second open of the first buffer's share, whose ref counter only that buffer's storage
+    decrements: the producer frees the buffer as usual once the view returned here is gone; the keeper's own
+    decrement would come only when the process exits cleanly, on a slot the producer never hands out again."""
     args = (
         desc["device"],
         _unb64(desc["handle"]),
@@ -160,7 +169,7 @@ def open_cuda(desc: dict[str, Any], mapped: dict[str, torch.UntypedStorage]) -> 
         _unb64(desc["ev_handle"]),
         desc["ev_sync"],
     )
-    if desc["handle"] not in mapped:
+    if desc["keep"] and desc["handle"] not in mapped:
         mapped[desc["handle"]] = torch.UntypedStorage._new_shared_cuda(*args)
     storage = torch.UntypedStorage._new_shared_cuda(*args)
     dtype = dtype_from_name(desc["dtype"])
