@@ -23,7 +23,9 @@ tensor handed over to its parent through CUDA IPC, exit. The operations:
   profile request took 2.7 times as long through the service (session 19): this tells whether the mapping is why.
 
 The operations run in this order in each condition (the last needs the one before it).
-Prints one JSON line per (neighbours, operation): median and spread of milliseconds over the condition's seconds.
+Prints one JSON line per (neighbours, operation): the operation's first use in the condition's fresh processes
+(`first_ms`: a fresh child pays it in every evaluation), then median and spread of milliseconds over the
+condition's seconds.
 """
 
 from __future__ import annotations
@@ -188,14 +190,16 @@ def _probe_all(ops: list[str], seconds: float, out: int) -> None:
     pool = torch.cuda.MemPool()
     rows = {}
     for op in ops:
-        _probe(op, 1.0, mine.fileno(), pool)  # first use: kernels loaded, pool segments made
-        rows[op] = _probe(op, seconds, mine.fileno(), pool)
+        # The first use (kernels loaded, pool segments made, CUPTI started) apart: a child pays it in every
+        # evaluation, since each evaluation's children are fresh.
+        first = _probe(op, 1.0, mine.fileno(), pool)
+        rows[op] = {"first": first[0], "steady": _probe(op, seconds, mine.fileno(), pool)}
     channel.send(mine.fileno(), {"stop": True})
     os.waitpid(consumer, 0)
     os.write(out, json.dumps(rows).encode())
 
 
-def run_condition(n: int, gpu: int, ops: list[str], seconds: float) -> dict[str, list[float]]:
+def run_condition(n: int, gpu: int, ops: list[str], seconds: float) -> dict[str, dict]:
     neighbours = _start_neighbours(n, gpu)
     try:
         time.sleep(3.0 if n else 0.0)  # the loops past their first start
@@ -234,13 +238,15 @@ def main() -> None:
     # This process never touches CUDA: neighbours and probes fork from it with torch imported only.
     for n in (int(v) for v in args.neighbours.split(",")):
         rows = run_condition(n, args.neighbour_gpu, ops, args.seconds)
-        for op, ms in rows.items():
+        for op, row in rows.items():
+            ms = row["steady"]
             print(
                 json.dumps(
                     {
                         "neighbours": n,
                         "neighbour_gpu": args.neighbour_gpu,
                         "operation": op,
+                        "first_ms": round(row["first"], 3),
                         "n": len(ms),
                         "median_ms": round(statistics.median(ms), 3),
                         "p10_ms": round(statistics.quantiles(ms, n=10)[0], 3) if len(ms) > 1 else None,
