@@ -25,6 +25,9 @@
 #                                      # candidates a problem per mode, in one run; needs a host of two GPUs
 #   bench/gpu_acceptance.sh 11 "$OUT"  # what the second GPU's work costs the first: the row sum's evaluations on
 #                                      # GPU 0, in turn with nothing, CUDA contexts created, and an evaluator on GPU 1
+#   bench/gpu_acceptance.sh 12 "$OUT"  # which driver operations on GPU 0 wait for children churning beside it
+#                                      # (mapping changes, CUPTI's start, with and without a kept mapping) and how
+#                                      # fast children start and end, by loops per GPU; needs a host of two GPUs
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -36,7 +39,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-11}
+part=${1:?part 1-12}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -98,8 +101,12 @@ case $part in
 11)
     step neighbours 400 "$py" bench/eval_wall.py repeat --device cuda --times 60 --neighbour none,contexts,evaluator
     ;;
+12)
+    step driver_contention 200 "$py" bench/driver_contention.py --neighbours 0,4 --seconds 5
+    step context_churn 150 "$py" bench/context_churn.py --layouts 1,1+1,2+2 --seconds 8
+    ;;
 *)
-    echo "part must be 1 to 11" >&2
+    echo "part must be 1 to 12" >&2
     exit 2
     ;;
 esac

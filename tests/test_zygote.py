@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -83,3 +84,18 @@ def test_a_forked_child_has_the_signal_dispositions_of_a_child_started_as_a_comm
     finally:
         for c in children:
             c.close()
+
+
+def test_asking_for_an_exit_status_while_a_spawn_holds_the_zygote_answers_not_yet_and_a_bounded_wait_ends(child):
+    # A spawn holds the zygote's lock while it waits for a fork or a new zygote (up to 120 s on a loaded host); an
+    # evaluation whose child died must not sit that out (a CI run once stalled past 120 s after a child's exit).
+    c = child()
+    z = zygote._ZYGOTES["interpreter"]
+    with z._lock:
+        t0 = time.monotonic()
+        assert c.proc.poll() is None
+        with pytest.raises(subprocess.TimeoutExpired):
+            c.proc.wait(timeout=1.0)
+        assert time.monotonic() - t0 < 3.0
+    c.kill()
+    assert c.proc.wait(timeout=30) == -signal.SIGKILL
