@@ -66,7 +66,7 @@ def _child_like() -> None:
     for op in (torch.sum, torch.softmax, torch.cumsum, torch.sort):
         y = op(x, 0) if op is not torch.sum else op(x)
     header, _ = channel.recv(child_end, time.monotonic() + 60)
-    dst = open_cuda(header["buf"], {})
+    dst = open_cuda(header["buf"], {})  # a large buffer: not kept
     dst.copy_(x[: dst.numel()].repeat(dst.numel() // 4096 + 1)[: dst.numel()])
     torch.cuda.synchronize()
     del dst, y
@@ -108,7 +108,9 @@ def _consumer(fd: int) -> None:
                 torch.cuda.synchronize()
             prof.events()
         else:
-            dst = open_cuda(header["buf"], mapped if header["keep"] else {})
+            # Not kept: the descriptor says so, and the mapping is opened and closed as every hand-over's was.
+            desc = header["buf"] if header["keep"] else {**header["buf"], "keep": False}
+            dst = open_cuda(desc, mapped)
             dst.fill_(1.0)
             torch.cuda.synchronize()
             del dst
