@@ -59,14 +59,14 @@ def _child_like() -> None:
     pid = os.fork()
     if pid == 0:  # the hand-over's producer: this child's parent in the service
         buf = torch.empty(1 << 20, device="cuda")
-        channel.send(parent_end, {"buf": share_cuda(buf)})
+        channel.send(parent_end, {"buf": share_cuda(buf, keep=False)})
         channel.recv(parent_end, time.monotonic() + 60)
         os._exit(0)
     x = torch.randn(4096, device="cuda")
     for op in (torch.sum, torch.softmax, torch.cumsum, torch.sort):
         y = op(x, 0) if op is not torch.sum else op(x)
     header, _ = channel.recv(child_end, time.monotonic() + 60)
-    dst = open_cuda(header["buf"], {})  # a large buffer: not kept
+    dst = open_cuda(header["buf"], {})
     dst.copy_(x[: dst.numel()].repeat(dst.numel() // 4096 + 1)[: dst.numel()])
     torch.cuda.synchronize()
     del dst, y
@@ -108,9 +108,7 @@ def _consumer(fd: int) -> None:
                 torch.cuda.synchronize()
             prof.events()
         else:
-            # Not kept: the descriptor says so, and the mapping is opened and closed as every hand-over's was.
-            desc = header["buf"] if header["keep"] else {**header["buf"], "keep": False}
-            dst = open_cuda(desc, mapped)
+            dst = open_cuda(header["buf"], mapped)
             dst.fill_(1.0)
             torch.cuda.synchronize()
             del dst
@@ -125,8 +123,9 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[floa
     while time.monotonic() < until:
         if op in ("ipc", "ipc_kept"):
             with torch.cuda.use_mem_pool(pool):
-                buf = torch.empty(1 << 16, device="cuda")  # small: its segment may be kept mapped
-            channel.send(peer, {"buf": share_cuda(buf), "keep": op == "ipc_kept"})
+                buf = torch.empty(1 << 16, device="cuda")
+            # Not kept: the mapping is opened and closed each time, as every hand-over's was until session 19.
+            channel.send(peer, {"buf": share_cuda(buf, keep=op == "ipc_kept")})
             times.append(channel.recv(peer, time.monotonic() + 60)[0]["ms"])
             del buf
             continue

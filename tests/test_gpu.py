@@ -495,7 +495,8 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
     import sys
     from pathlib import Path
 
-    from services.protocol.tensors import SMALL_BUFFER_BYTES, share_cuda
+    from services.parent.session import SMALL_BUFFER_BYTES
+    from services.protocol.tensors import share_cuda
 
     root = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
@@ -515,7 +516,7 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
             with torch.cuda.use_mem_pool(evaluator.receive_pool("candidate")):
                 bufs = [torch.zeros(256, device="cuda") for _ in range(2)]
             torch.cuda.synchronize()
-            consumer.stdin.write(json.dumps([share_cuda(b) for b in bufs]) + "\n")
+            consumer.stdin.write(json.dumps([share_cuda(b, keep=True) for b in bufs]) + "\n")
             consumer.stdin.flush()
             answer = consumer.stdout.readline().strip()
             assert answer == "1", errors.read_text()  # both buffers in one segment, mapped once
@@ -526,7 +527,7 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
         # A large buffer has a segment of its own, shared by both roles: mapped for its copy only.
         with torch.cuda.use_mem_pool(evaluator.receive_pool("large")):
             big = torch.zeros(SMALL_BUFFER_BYTES // 4 + 1, device="cuda")
-        consumer.stdin.write(json.dumps([share_cuda(big)]) + "\n")
+        consumer.stdin.write(json.dumps([share_cuda(big, keep=False)]) + "\n")
         consumer.stdin.flush()
         assert consumer.stdout.readline().strip() == "1", errors.read_text()
         assert big.unique().tolist() == [1.0]
@@ -535,7 +536,7 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
         with torch.cuda.use_mem_pool(evaluator.receive_pool("candidate")):
             cand = torch.zeros(256, device="cuda")
         # A candidate's mappings never cover a segment that holds the reference's tensors.
-        assert share_cuda(ref)["handle"] != share_cuda(cand)["handle"]
+        assert share_cuda(ref, keep=True)["handle"] != share_cuda(cand, keep=True)["handle"]
     finally:
         consumer.stdin.close()
         consumer.wait(timeout=60)

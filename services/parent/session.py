@@ -66,6 +66,11 @@ MAX_DELIVERY_BYTES = 64 << 30
 # parent then holds both children's inputs and outputs at once), and on a shared device the next start does not
 # wait for its dying children (services.evaluator).
 SMALL_TENSOR_BYTES = 256 << 20
+# A receive buffer up to this size comes from torch's small allocations (2 MiB segments that hold nothing larger):
+# from a pool of the child's role, whose segments the child keeps mapped (tensors.open_cuda). Larger ones have
+# segments of their own size, where mapping costs nothing beside the copy, from one pool both roles share: a pool
+# per role would hold gigabytes more of this process's memory at KernelBench sizes.
+SMALL_BUFFER_BYTES = 1 << 20
 
 # Parts of what a call keeps, as a child handed them over (`Session.receive_parts`, `Session.call_and_receive`).
 HandedOver = dict[Kept, list[torch.Tensor]]
@@ -415,13 +420,15 @@ class Session:
             raise EarlyVerdict(Verdict.RUNTIME_ERROR, f"Output too large: {exc}.") from None
         if self.device == "cpu":
             return specs, None, None
-        bufs = []
+        role = "candidate" if child is self.cand else "reference"
+        bufs, descs = [], []
         for d, shape in specs:
-            small = tensors.spec_bytes(d, shape) <= tensors.SMALL_BUFFER_BYTES
-            pool = self._receive_pool(("candidate" if child is self.cand else "reference") if small else "large")
+            small = tensors.spec_bytes(d, shape) <= SMALL_BUFFER_BYTES
+            pool = self._receive_pool(role if small else "large")
             with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
                 bufs.append(torch.empty(shape, dtype=d, device="cuda"))
-        return specs, bufs, [tensors.share_cuda(b) for b in bufs]
+            descs.append(tensors.share_cuda(bufs[-1], keep=small))
+        return specs, bufs, descs
 
     def output_mismatch(
         self,

@@ -123,19 +123,13 @@ def check_alloc(specs: list[tuple[torch.dtype, list[int]]], limit_bytes: int) ->
         raise ValueError(f"outputs of {total} bytes exceed the {limit_bytes}-byte limit")
 
 
-# Buffers up to this size come from torch's small allocations: 2 MiB segments that hold nothing larger, which a
-# child keeps mapped (`open_cuda`). Larger ones have segments of their own size, where mapping costs nothing
-# beside the copy and where a segment kept per child role would hold gigabytes more of the parent's memory.
-SMALL_BUFFER_BYTES = 1 << 20
-
-
-def share_cuda(t: torch.Tensor) -> dict[str, Any]:
+def share_cuda(t: torch.Tensor, keep: bool) -> dict[str, Any]:
     """An IPC descriptor of a parent-owned, contiguous CUDA buffer, for a child to write into; `keep`: the child
-    may keep its segment mapped (a small buffer, from a pool of the child's role: services.parent.session)."""
-    storage = t.untyped_storage()
-    (device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync) = storage._share_cuda_()
+    may keep its segment mapped (`open_cuda`), which the parent allows only for a segment of the child's role
+    (services.parent.session)."""
+    (device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync) = t.untyped_storage()._share_cuda_()
     return {
-        "keep": storage.nbytes() <= SMALL_BUFFER_BYTES,
+        "keep": keep,
         "device": device,
         "handle": _b64(handle),
         "size": size,
@@ -151,8 +145,8 @@ def share_cuda(t: torch.Tensor) -> dict[str, Any]:
 
 
 def open_cuda(desc: dict[str, Any], mapped: dict[str, torch.UntypedStorage]) -> torch.Tensor:
-    """The child's view of a parent buffer described by `share_cuda`. `mapped` keeps, per parent segment of small
-    buffers (`keep`), a storage open for the rest of the process's life, so that the segment's later buffers
+    """The child's view of a parent buffer described by `share_cuda`. `mapped` keeps, per parent segment the
+    descriptor allows (`keep`), a storage open for the rest of the process's life, so that the segment's later buffers
     reuse its mapping: opening and closing one (cudaIpcOpenMemHandle, cudaIpcCloseMemHandle) takes the host's
     driver in turn with every other process's mapping changes, context starts and ends included, on any GPU: on a
     host of two GPUs it took 7.8 ms instead of 0.28 (bench/driver_contention.py, docs/benchmarks.md session 19).
