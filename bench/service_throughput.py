@@ -11,6 +11,7 @@ pipelined, on one GPU or several, in one run, and whether pipelining disturbs th
     python bench/service_throughput.py --serial 6 --pipelined 6 --wrong 6      # half the candidates fail correctness
     python bench/service_throughput.py --kernelbench .kb/KernelBench --serial 2 --pipelined 0     # published sizes
     python bench/service_throughput.py --serial 0 --pipelined 12 --gpus 1,2     # one GPU against two, one run
+    python bench/service_throughput.py --serial 0 --pipelined 8 --gpus 1,2 --kept-references 0,default
     python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
 
 The workload is every problem (the bundled ones, or with --kernelbench the KernelBench level-1 problems that
@@ -19,6 +20,8 @@ each submission made distinct by a unique comment, so the result cache never ans
 Triton kernels compile afresh. With `--wrong N`, each problem also gets N candidates per mode whose forward() adds
 one to the honest kernel's output: they compile, run and fail their first correctness trial, as most candidates of
 an RL step do, and hold no timing slot (labelled `<problem> (wrong)`; one that passes is listed in `not_passed`).
+A batch holds each problem's candidates together, as the RL client sends a turn's samples (`--order problem`,
+since session 20), or one candidate of each problem in turn (`--order interleaved`, every run before).
 Modes, in this order, each on a fresh stack (its own Redis, so each mode measures its own reference timings and
 then reuses them, as a service does):
   * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem (with `--serial 0`
@@ -27,7 +30,8 @@ then reuses them, as a service does):
     long a measurement lets other evaluations' requests run on first), each `--precompile` (whether a compiler
     child compiles the candidate's kernels before its first call), each `--target-ci-ticks` (a floor, in ticks
     of the event timer, under the precision adaptive sampling stops at) and each `--fork` (whether children are
-    forked from the zygote or each started as a fresh interpreter), `--pipelined` per problem, with a worker on
+    forked from the zygote or each started as a fresh interpreter), each `--kept-references` (idle reference
+    children a pool process keeps for its problems' next candidates), `--pipelined` per problem, with a worker on
     each of `--gpus` GPUs (each count a mode: 2 is GPUs `--gpu` and `--gpu`+1; the workers share one queue).
 Every mode first runs a pass that is not counted, as many evaluations per problem as the mode has pool processes:
 it times and stores each problem's reference, and leaves the pool processes as a long run has them (each has built
@@ -105,17 +109,23 @@ ModelNew.forward = _kg_off_by_one
 WRONG_LABEL = " (wrong)"
 
 
-def submissions(gym: KernelGymClient, problems: list[dict], per_problem: int, wrong: int = 0) -> list[tuple[str, dict]]:
-    """`per_problem` honest and `wrong` wrong candidates per problem, interleaved, each with its label."""
+def submissions(
+    gym: KernelGymClient, problems: list[dict], per_problem: int, wrong: int = 0, order: str = "problem"
+) -> list[tuple[str, dict]]:
+    """`per_problem` honest and `wrong` wrong candidates per problem, each with its label: by problem (`order`
+    "problem", as the RL client sends a turn's samples: rl_client.rollout) or one of each problem in turn."""
     out = []
-    for n in range(max(per_problem, wrong)):
-        for p in problems:
-            label = p.get("label") or p["problem_id"]
-            kinds = [("", "")] * (n < per_problem) + [(WRONG_LABEL, WRONG)] * (n < wrong)
-            for suffix, tail in kinds:
-                source = p["candidate"] + tail + f"\n# {uuid.uuid4().hex}\n"
-                body = gym.submission(source, problem_id=p.get("problem_id"), reference=p.get("reference"))
-                out.append((label + suffix, body))
+    rounds = range(max(per_problem, wrong))
+    pairs = (
+        [(n, p) for p in problems for n in rounds] if order == "problem" else [(n, p) for n in rounds for p in problems]
+    )
+    for n, p in pairs:
+        label = p.get("label") or p["problem_id"]
+        kinds = [("", "")] * (n < per_problem) + [(WRONG_LABEL, WRONG)] * (n < wrong)
+        for suffix, tail in kinds:
+            source = p["candidate"] + tail + f"\n# {uuid.uuid4().hex}\n"
+            body = gym.submission(source, problem_id=p.get("problem_id"), reference=p.get("reference"))
+            out.append((label + suffix, body))
     return out
 
 
@@ -283,7 +293,7 @@ def run_mode(
                     references.update(stored_references(stack))
                 wait_warm(stack, args.warm_children)
             progress(name, "warm children ready", began)
-            jobs = submissions(gym, problems, per_problem, args.wrong)
+            jobs = submissions(gym, problems, per_problem, args.wrong, args.order)
             before = {name: len(entries) for name, entries in finished_entries(stack.dir).items()}
             cpu_before = host_cpu()
             t0 = time.monotonic()
@@ -321,6 +331,7 @@ def run_mode(
             "gpu_work_wait_median_s": round(statistics.median(e["gpu_wait_s"] for e in slot), 3),
             "retried_alone": sum(e.get("retried_alone", False) for e in slot),
             "started_alone": sum(e.get("started_alone", False) for e in slot),
+            "reference_kept": sum(e.get("reference_kept", False) for e in slot),
             "alone_wait_s": round(sum(e.get("alone_wait_s", 0.0) for e in slot), 1),
             "long_holds": long_holds(slot),
             "longest_gpu_requests": gpu_requests(slot),
@@ -416,6 +427,17 @@ def main() -> None:
     parser.add_argument(
         "--share-references", action="store_true", help="the first mode's reference timings start every later one"
     )
+    parser.add_argument(
+        "--order",
+        choices=("problem", "interleaved"),
+        default="problem",
+        help="the batch's candidates by problem, as an RL step sends them, or one of each problem in turn",
+    )
+    parser.add_argument(
+        "--kept-references",
+        default="default",
+        help="comma-separated KERNELGYM_REFERENCE_CHILDREN_KEPT values, one mode each (`default`: the worker's)",
+    )
     parser.add_argument("--logs", type=Path, help="keep each stack's Redis, gateway and worker logs here")
     args = parser.parse_args()
     if args.device_class == "cpu":
@@ -425,7 +447,7 @@ def main() -> None:
     if args.gpu_memory_mb:
         common["KERNELGYM_WORKER_GPU_MEMORY_MB"] = str(args.gpu_memory_mb)
     head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(problems)}
-    head |= {"cold": args.cold, "wrong": args.wrong}
+    head |= {"cold": args.cold, "wrong": args.wrong, "order": args.order}
     print(json.dumps(head))
     modes = [("serial", args.serial, {"KERNELGYM_WORKER_CONCURRENCY": "1"}, 1)] if args.serial else []
     variables = (
@@ -434,6 +456,7 @@ def main() -> None:
         ("precompile", "KERNELGYM_PRECOMPILE", args.precompile),
         ("ticks", "KERNELGYM_TARGET_CI_TICKS", args.target_ci_ticks),
         ("fork", "KERNELGYM_FORK_CHILDREN", args.fork),
+        ("kept", "KERNELGYM_REFERENCE_CHILDREN_KEPT", args.kept_references),
     )
     gpu_counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
     product = itertools.product(gpu_counts, *(v.split(",") for _, _, v in variables)) if args.pipelined else []

@@ -228,6 +228,8 @@ class WorkerState:
                 # its problem had, in this process, so it started alone
                 "started_alone": self.evaluator.last_started_alone,
                 "alone_wait_s": round(self.slot.alone_waited_s, 3),
+                # its reference child had served an earlier evaluation of the problem (services.parent.references)
+                "reference_kept": self.evaluator.last_reference_kept,
                 "longest_gpu_request": {
                     "s": round(self.slot.longest_shared[0], 3),
                     "what": self.slot.longest_shared[1],

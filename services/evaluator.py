@@ -31,6 +31,7 @@ from services.parent.dependence import output_dependence
 from services.parent.load import acquire_references, load, start_children, start_reference, static_triage
 from services.parent.precompile import PrecompileOutcome, begin_precompile, finish_precompile
 from services.parent.profile import ProfileOutcome, profile
+from services.parent.references import KeptReferences
 from services.parent.session import SMALL_TENSOR_BYTES, Session
 from services.parent.timing import TimingOutcome, TimingPlan, timing
 from services.problems import Problem
@@ -57,6 +58,7 @@ class Evaluator:
         lock = self.settings.device_lock
         self.timing_slot = TimingSlot(Path(lock), self.settings.device_lock_gather_s) if lock else None
         self._mem_pools: dict[str, Any] = {}
+        self.references = KeptReferences(self.settings.reference_children_kept)
         self._current: Session | None = None
         # The last evaluation's, for the worker's log: what the compiler child did, and the requests to the
         # children by child and command (Session.requests).
@@ -64,6 +66,7 @@ class Evaluator:
         self.last_requests: dict[str, dict[str, float]] = {}
         self.last_retried_alone = False  # it ran out of memory beside others and ran again alone
         self.last_started_alone = False  # its problem had, so it started alone
+        self.last_reference_kept = False  # its reference child had served an earlier evaluation
         self._alone = ProblemsAlone(Path(f"{lock}.alone")) if lock else None
 
     def evaluate(
@@ -81,7 +84,7 @@ class Evaluator:
         if device == "cuda" and not torch.cuda.is_available():
             raise InfrastructureFault("device 'cuda' requested but no CUDA device is available")
         slot = self.timing_slot if device == "cuda" else None
-        self.last_retried_alone = self.last_started_alone = False
+        self.last_retried_alone = self.last_started_alone = self.last_reference_kept = False
         if slot is None or self._alone is None:  # both made from the device lock
             return self._attempt(problem, candidate_source, options, device, timings, None)
         if problem in self._alone:
@@ -95,6 +98,7 @@ class Evaluator:
                     self._alone.add(problem)
         # Out of the handler: the first attempt's frames are gone, and with them the buffers they held.
         with slot.alone():
+            self.references.close()  # this process's idle reference children hold device memory too
             drain_closed_children(every=True)  # the first attempt's, whatever they held
             torch.cuda.empty_cache()
             return self._attempt(problem, candidate_source, options, device, timings, None)
@@ -115,7 +119,7 @@ class Evaluator:
         self._current = session
         try:
             with _stay(sharing):
-                return _run(session, self.pool, problem, candidate_source, timings)
+                return _run(session, self.pool, self.references, problem, candidate_source, timings)
         except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
             if sharing is not None:
                 raise DeviceMemoryShort("the device ran out of memory for the parent's buffers", True) from exc
@@ -125,6 +129,7 @@ class Evaluator:
             ) from None
         finally:
             self._current = None
+            self.last_reference_kept = session.reference_kept
             self.last_precompile = session.precompiled
             self.last_requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in session.requests.items()}
             if device == "cuda":  # what the parent received goes back to the device, not to an idle cache
@@ -153,6 +158,7 @@ class Evaluator:
         return self._mem_pools.get(kind)
 
     def close(self) -> None:
+        self.references.close()
         self.pool.close()
 
     def __enter__(self) -> Evaluator:
@@ -209,7 +215,12 @@ def _stay(sharing: TimingSlot | None) -> Iterator[None]:
 
 
 def _run(
-    session: Session, pool: ChildPool, problem: Problem, candidate: str, timings: TimingStore | None
+    session: Session,
+    pool: ChildPool,
+    references: KeptReferences,
+    problem: Problem,
+    candidate: str,
+    timings: TimingStore | None,
 ) -> EvalResult:
     """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached."""
     s, opt, gpu = session.settings, session.options, session.device == "cuda"
@@ -218,12 +229,13 @@ def _run(
     flags: list[str] = []
     stored = timing_cache.Lookup(timings, problem.source, environment(session.device, "unknown"), s, session.nonce)
     verdict, texts = Verdict.PASSED, []
+    ended = False
     t0 = time.monotonic()
     try:
         if session.defended:
             static_triage(session, candidate)
         with _phase(phases, "start"):
-            start_children(session, pool, problem, candidate)
+            session.reference_kept = start_children(session, pool, references, problem, candidate)
             pending = None
             if gpu and s.precompile:
                 capability = torch.cuda.get_device_capability()
@@ -258,10 +270,16 @@ def _run(
                 output_dependence(session)
             record_silent_guards(session)
         stored.save(timed.runtimes, timed.from_cache)  # only an evaluation that passed every check stores
+        ended = True
     except EarlyVerdict as early:
         verdict, texts = early.verdict, [early.feedback]
+        ended = True
     finally:
         stored.release()
+        # Not after a failure of the machine's, the reference's, or a cancellation (`ended` unset), and only where
+        # its tensors were small: an idle child keeps what its caching allocator holds.
+        if ended and sum(checked.io_bytes) <= SMALL_TENSOR_BYTES and (child := session.keep_reference()):
+            references.keep(references.key(session.device, problem.source), child)
         # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
         # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.
         network = session.close(light=session.memory_shared and 0 < sum(checked.io_bytes) <= SMALL_TENSOR_BYTES)

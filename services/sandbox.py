@@ -176,7 +176,7 @@ class Child:
         self.tmpdir = tempfile.mkdtemp(prefix="kernelgym-")
         self.nonce: str | None = None
         self.network = "unknown"
-        self._seq = 0
+        self._seq = self._posted = 0  # replies received, commands sent
         self._violation: str | None = None
         self._closed = False
         # The next job's start waits for this child to be gone once closed (`drain`): it may hold device memory
@@ -249,7 +249,14 @@ class Child:
         # children this process closed before (a CUDA child takes a second or more to die under load).
         self.waited_ready_s, self.waited_drain_s = t1 - t0, time.monotonic() - t1
         self.nonce = job["nonce"]
-        self.post({"cmd": "job", **job})  # a child that died after saying it was ready: ChildDied, the machine's
+        self._seq = self._posted = 0  # a kept reference child's next job counts its replies afresh
+        self._send({"cmd": "job", **job})  # a child that died after saying it was ready: ChildDied, the machine's
+
+    def idle(self) -> bool:
+        """Alive, started, and every command it was sent answered: another job may follow on this channel."""
+        return (
+            self._ready and not self._closed and not self._violation and self._posted == self._seq
+        ) and self.proc.poll() is None
 
     def request(
         self, header: dict[str, Any], deadline: float, payloads: list[bytes] | None = None
@@ -260,6 +267,10 @@ class Child:
 
     def post(self, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
         """Send a command; `reply` collects the answer, so the parent can work while the child does."""
+        self._posted += 1
+        self._send(header, payloads)
+
+    def _send(self, header: dict[str, Any], payloads: list[bytes] | None = None) -> None:
         try:
             channel.send(self._to_child, header, payloads)
         except OSError as exc:  # BrokenPipeError among them: the child is gone

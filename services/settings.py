@@ -258,6 +258,13 @@ class EvalSettings(BaseSettings):
     max_processes: int = Field(64, ge=1, description="Processes a child's session may hold at once.")
     max_file_mb: int = Field(1024, ge=1, description="Largest file a child may write.")
     warm_children: int = Field(4, ge=0, description="Children kept started with torch imported (0: none).")
+    reference_children_kept: int = Field(
+        4,
+        ge=0,
+        description="Idle reference children kept per evaluator for the next candidates of their problems "
+        "(services.parent.references), least recently used first out; each holds a CUDA context and its cache. "
+        "0: a fresh reference child every evaluation.",
+    )
     fork_children: bool = Field(
         True,
         description="Fork children from a zygote that has imported torch and Triton once (services.zygote), "

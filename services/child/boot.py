@@ -69,6 +69,15 @@ def _limit_resources(mem_mb: int, file_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _undumpable() -> None:
+    """A reference child may serve several evaluations' jobs (services.parent.references): no other process of
+    this user, a candidate child among them, may read or write its memory (/proc/<pid>/mem, ptrace), which would let
+    one candidate change the reference that later candidates are judged by."""
+    PR_SET_DUMPABLE = 4
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
+
+
 def warm_triton_host() -> None:
     """Triton's once-per-process work that needs no GPU, done while the child waits (or once, in the zygote)
     rather than in the candidate's first call, which holds the device: the hash of Triton's own build that every
@@ -203,5 +212,17 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
         from services.child.compiler import serve
 
         serve(job, in_fd, out_fd)
-    else:
-        Runtime(job, in_fd, out_fd).serve()
+        return
+    if job.role == "reference":
+        _undumpable()
+    first = job
+    while True:
+        job = Runtime(job, in_fd, out_fd).serve()
+        if not isinstance(job, Job):
+            return
+        # A reference child serves further jobs of its own problem, each with a fresh runtime: the new job's
+        # nonce, seeds and model, nothing kept of the last one's tensors or mappings. A candidate child never does.
+        if job.protocol != PROTOCOL_VERSION or not (
+            first.role == job.role == "reference" and job.reference_source == first.reference_source
+        ):
+            raise ProtocolError(f"a {job.role} job for a child that served a {first.role} job")

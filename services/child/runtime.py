@@ -231,7 +231,9 @@ class Runtime:
             "violations": self.audit.take(),
         }
 
-    def serve(self) -> None:
+    def serve(self) -> Any:
+        """Answer commands until one this runtime has no handler for, which it returns: the end of the channel,
+        or the next job of a reference child that the parent keeps for another evaluation of its problem."""
         handlers = {
             Load: self.load,
             Call: self.call,
@@ -245,7 +247,7 @@ class Runtime:
             header, _payloads = channel.recv(self.in_fd)
             command = parse_command(header)
             if _type(command) not in handlers:
-                return
+                return command
             try:
                 with _no_grad():
                     handlers[_type(command)](command)

@@ -12,6 +12,7 @@ from services.errors import (
     InfrastructureFault,
     ProtocolError,
 )
+from services.parent.references import KeptReferences
 from services.parent.session import Session
 from services.parsing import parse
 from services.problems import Problem
@@ -50,14 +51,25 @@ def static_triage(session: Session, candidate: str) -> None:
         )
 
 
-def start_children(session: Session, pool: ChildPool, problem: Problem, candidate: str) -> None:
-    """Take a reference and a candidate child from the pool and give each its job. Nothing of the request
+def start_children(session: Session, pool: ChildPool, kept: KeptReferences, problem: Problem, candidate: str) -> bool:
+    """Give a reference child (one `kept` from an earlier evaluation of the problem, else one from the pool) and a
+    candidate child from the pool each its job; whether the reference child was a kept one. Nothing of the request
     has run in a starting child, so a failure here is the machine's (InfrastructureFault)."""
     deadline = time.monotonic() + session.settings.child_start_timeout_s
-    session.ref = pool.acquire(session.device)
+    session.ref = kept.take(kept.key(session.device, problem.source))
+    reused = session.ref is not None
+    if reused:
+        try:
+            _start_job(session, session.ref, "reference", problem.source, None, deadline)
+        except InfrastructureFault:  # it died while kept (anything of this user may kill it): a fresh one
+            session.ref.close()
+            session.ref, reused = None, False
     session.cand = pool.acquire(session.device)
-    _start_job(session, session.ref, "reference", problem.source, None, deadline)
+    if session.ref is None:
+        session.ref = pool.acquire(session.device)
+        _start_job(session, session.ref, "reference", problem.source, None, deadline)
     _start_job(session, session.cand, "candidate", problem.source, candidate, deadline)
+    return reused
 
 
 def acquire_references(session: Session, pool: ChildPool, n: int) -> list[Child]:

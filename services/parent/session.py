@@ -168,6 +168,7 @@ class Session:
         self.evidence = Evidence()
         self.ref: Child | None = None
         self.cand: Child | None = None
+        self.reference_kept = False  # its reference child served an earlier evaluation (services.parent.references)
         self.others: list[Child] = []  # more reference children, while they time the reference
         self.compiler: Child | None = None  # compiling the candidate's kernels (services.parent.precompile)
         self.precompiled: PrecompileOutcome | None = None
@@ -233,6 +234,20 @@ class Session:
         """Close one of the other reference children."""
         child.close()
         self.others.remove(child)
+
+    def keep_reference(self) -> Child | None:
+        """The reference child, taken out of this session for the next evaluation of its problem once it has
+        released its tensors (services.parent.references); None where it cannot serve another: it failed, was
+        killed, or does not answer the release."""
+        child = self.ref
+        if child is None or not child.idle():
+            return None
+        try:
+            self.release(time.monotonic() + self.settings.load_timeout_s, child)
+        except (ReferenceFailed, EvaluationCancelled, DeviceMemoryShort):
+            return None
+        self.ref = None
+        return child
 
     def close(self, light: bool = False) -> str:
         """Close every child; the candidate's network isolation, for the result. `light`: the children held only

@@ -1,0 +1,113 @@
+"""A problem's reference child serves its next candidates: fewer child starts and ends, the host driver's
+serialised work (services.parent.references), with the same verdicts and never a kept candidate child."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import bundled_source
+
+from services.errors import ChildDied
+from services.evaluator import Evaluator
+from services.protocol.messages import Job, Load, command_header
+from services.sandbox import Child
+from services.schema import EvalOptions
+from services.settings import EvalSettings
+
+RELU, GELU = "level1/1_ReLU", "level1/2_GELU_tanh"
+OPTIONS = EvalOptions(device="cpu", timing=False)
+
+
+@pytest.fixture(scope="module")
+def keeping() -> Evaluator:
+    with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, reference_children_kept=1)) as ev:
+        yield ev
+
+
+def _kept_pids(ev: Evaluator) -> list[int]:
+    return [child.proc.pid for child in ev.references._idle.values()]
+
+
+def test_the_next_candidate_of_a_problem_reuses_its_reference_child_and_never_a_candidate_child(keeping, problems):
+    relu = problems.load(RELU)
+    first = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    kept = _kept_pids(keeping)
+    second = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    assert [first.verdict.value, second.verdict.value] == ["passed", "passed"]
+    assert [keeping.last_reference_kept, len(kept)] == [True, 1]
+    assert _kept_pids(keeping) == kept  # the same process served both, and is kept again
+    # A wrong candidate fails against the reused reference as against a fresh one.
+    wrong = keeping.evaluate(relu, bundled_source(RELU).replace("y = tl.where(x < 0.0, 0.0, x)", "y = x"), OPTIONS)
+    assert wrong.verdict.value == "incorrect" and keeping.last_reference_kept
+
+
+def test_another_problem_takes_a_fresh_reference_child_and_the_least_recent_one_is_closed(keeping, problems):
+    keeping.evaluate(problems.load(RELU), bundled_source(RELU), OPTIONS)
+    relu_child = next(iter(keeping.references._idle.values()))
+    result = keeping.evaluate(problems.load(GELU), bundled_source(GELU), OPTIONS)
+    assert result.verdict.value == "passed" and not keeping.last_reference_kept
+    assert relu_child.proc.pid not in _kept_pids(keeping)  # at most one kept: ReLU's went
+    assert relu_child.proc.wait(timeout=30) is not None
+
+
+def test_a_kept_reference_child_killed_while_idle_gives_way_to_a_fresh_one(keeping, problems):
+    relu = problems.load(RELU)
+    keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    child = next(iter(keeping.references._idle.values()))
+    child.kill()  # any process of the worker's user can do this between evaluations
+    child.proc.wait(timeout=30)
+    result = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    assert result.verdict.value == "passed" and not keeping.last_reference_kept
+
+
+def test_a_reference_is_still_kept_after_its_candidate_failed(keeping, problems):
+    relu = problems.load(RELU)
+    failing = bundled_source(RELU).replace("x = x.contiguous()", "raise RuntimeError('no')")
+    assert failing != bundled_source(RELU)
+    result = keeping.evaluate(relu, failing, OPTIONS)
+    assert result.verdict.value == "runtime_error"
+    assert keeping.evaluate(relu, bundled_source(RELU), OPTIONS).verdict.value == "passed"
+    assert keeping.last_reference_kept
+
+
+def _job(role: str, reference: str, candidate: str | None = None) -> dict:
+    job = Job(
+        nonce="n" * 32,
+        role=role,
+        device="cpu",
+        reference_source=reference,
+        candidate_source=candidate,
+        init_seed=1,
+        l2_flush_factor=0.0,
+        defences=True,
+    )
+    return command_header(job)
+
+
+@pytest.mark.parametrize("second", ["candidate", "another problem"])
+def test_a_child_refuses_a_second_job_other_than_its_own_problems_reference(problems, second):
+    relu, gelu = problems.load(RELU).source, problems.load(GELU).source
+    child = Child("cpu", EvalSettings())
+    try:
+        deadline = time.monotonic() + 120
+        child.start_job(_job("reference", relu), deadline)
+        child.request(command_header(Load()), deadline)
+        assert child.idle()
+        nxt = _job("candidate", relu, bundled_source(RELU)) if second == "candidate" else _job("reference", gelu)
+        child.start_job(nxt, deadline)
+        with pytest.raises(ChildDied):
+            child.request(command_header(Load()), deadline)
+    finally:
+        child.close()
+
+
+def test_a_reference_child_makes_itself_undumpable_so_no_process_of_its_user_reads_or_writes_its_memory():
+    probe = (
+        "import ctypes; from services.child.boot import _undumpable; "
+        "_undumpable(); print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "0"  # PR_GET_DUMPABLE
