@@ -40,9 +40,11 @@ def start_module(
     module: str, args: list[str], fds: tuple[int, ...], env: dict[str, str], cwd: str, out: Any, err: Any
 ) -> subprocess.Popen:
     """`python -m MODULE ARGS` in a session of its own (so it can be killed whole), stdin closed, keeping only
-    `fds` of this process's descriptors: how a child started as a command and the zygote are started."""
+    `fds` of this process's descriptors: how a child started as a command and the zygote are started. `-P`: the
+    directory it starts in (a child's own, the zygote's) is not searched for modules, so that no file planted there
+    by a candidate (same user) is imported by a later child or a kept reference child's next job."""
     return subprocess.Popen(
-        [sys.executable, "-m", module, *args],
+        [sys.executable, "-P", "-m", module, *args],
         pass_fds=fds,
         env=env,
         cwd=cwd,

@@ -111,3 +111,18 @@ def test_a_reference_child_makes_itself_undumpable_so_no_process_of_its_user_rea
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "0"  # PR_GET_DUMPABLE
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_no_child_searches_a_directory_a_candidate_can_write_for_modules(problems, fork):
+    # A kept reference child imports its source again for each job, and any module that source imports late: a
+    # module planted in its directory, or the zygote's, by a candidate of the same user would then run in it.
+    relu = problems.load(RELU)
+    probe = (
+        "\nimport os as _os, sys as _sys\n"
+        "if '' in _sys.path or _os.getcwd() in _sys.path or any('/kernelgym-' in p for p in _sys.path):\n"
+        "    raise RuntimeError(f'a writable directory on the search path: {_sys.path}')\n"
+    )
+    problem = type(relu)(id=relu.id, source=relu.source + probe)
+    with Evaluator(EvalSettings(correctness_trials=1, warm_children=0, fork_children=fork)) as ev:
+        assert ev.evaluate(problem, bundled_source(RELU), OPTIONS).verdict.value == "passed"

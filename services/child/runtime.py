@@ -112,13 +112,14 @@ def _poison(specs: list[list[Any]], device: str) -> None:
 
 
 def import_source(name: str, source: str) -> Any:
-    """Import user code as module `name`, from a file in this child's directory (tracebacks show its lines)."""
+    """Import user code as module `name`. The code run is `source` itself; the file it is written to in this child's
+    directory is for tracebacks only, so that nothing else writing there changes what a later job imports."""
     path = Path(os.getcwd(), f"{name}.py")
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    exec(compile(source, str(path), "exec"), module.__dict__)
     return module
 
 
