@@ -475,21 +475,29 @@ class Runtime:
         from torch.profiler import ProfilerActivity, profile
 
         totals: dict[str, list[float]] = {}
+        split = [0.0, 0.0, 0.0]
         model = self._model("eager")
         for seed in h.seeds:
             self.kept = None
             inputs = self._inputs(seed)
             _sync()
+            t0 = _perf()
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                t1 = _perf()
                 self._forward(model, inputs)
-            for event in prof.events():
+                t2 = _perf()
+            events = prof.events()
+            split = [a + b for a, b in zip(split, (t1 - t0, t2 - t1, _perf() - t2), strict=True)]
+            for event in events:
                 if event.device_type == DeviceType.CUDA:
                     row = totals.setdefault(event.name, [0.0, 0])
                     row[0] += event.time_range.elapsed_us()
                     row[1] += 1
         self.reply(
             Profiled(
-                kernels=[(name, us, calls) for name, (us, calls) in totals.items()], launches=[self.recorder.take()]
+                kernels=[(name, us, calls) for name, (us, calls) in totals.items()],
+                launches=[self.recorder.take()],
+                split_s=(split[0], split[1], split[2]),
             )
         )
 

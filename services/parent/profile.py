@@ -30,6 +30,8 @@ def profile(session: Session, policy: str, out: ProfileOutcome) -> None:
     reply, _ = session.ask(
         session.cand, Profile(seeds=seeds), Profiled, time.monotonic() + s.timing_timeout_s, "profiling forward()"
     )
+    for part, seconds in zip(("start", "calls", "stop"), reply.split_s, strict=True):
+        session.requests[f"candidate.profile_{part}"] = {"n": len(seeds), "s": seconds}
     # The profiler (CUPTI, Kineto) leaves threads of its own in the child. Timing is over and its threads were
     # checked, so later stages count new threads from here.
     session.evidence.thread_baseline = session.cand.threads()

@@ -179,7 +179,8 @@ class Session:
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
         self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
         # "<child>.<command>" -> {"n": requests, "s": seconds from sending to the reply, waits for GPU turns
-        # excluded}: where the evaluation's time goes outside its measurement (the worker logs it).
+        # excluded}: where the evaluation's time goes outside its measurement (the worker logs it); the profile
+        # request's parts as its child reports them, as "candidate.profile_<part>" (services.parent.profile).
         self.requests: dict[str, dict[str, float]] = {}
         self._receive_pool = receive_pool
         self.slot: TimingSlot | _Unshared = slot or _Unshared()

@@ -250,6 +250,9 @@ class Timed(Reply):
 class Profiled(Reply):
     kernels: list[tuple[str, float, int]] = field(default_factory=list)  # name, GPU µs summed, calls
     launches: list[Launches] = field(default_factory=list)
+    # Seconds over the sessions: the profiler's start, the profiled calls, its stop with the events' collection.
+    # For the worker's log (where the request's time goes); the child says it, so it decides nothing.
+    split_s: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
