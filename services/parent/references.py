@@ -44,9 +44,6 @@ class KeptReferences:
         while len(self._idle) > self.most:
             self._idle.popitem(last=False)[1].close()
 
-    def __len__(self) -> int:
-        return len(self._idle)
-
     def close(self) -> None:
         """Close every kept child (the device is needed to itself, or the evaluator ends)."""
         while self._idle:
