@@ -177,6 +177,7 @@ class Child:
         self.nonce: str | None = None
         self.network = "unknown"
         self._seq = self._posted = 0  # replies received, commands sent
+        self.jobs = 0  # jobs started in it: more than one only for a kept reference child
         self._violation: str | None = None
         self._closed = False
         # The next job's start waits for this child to be gone once closed (`drain`): it may hold device memory
@@ -250,6 +251,7 @@ class Child:
         self.waited_ready_s, self.waited_drain_s = t1 - t0, time.monotonic() - t1
         self.nonce = job["nonce"]
         self._seq = self._posted = 0  # a kept reference child's next job counts its replies afresh
+        self.jobs += 1
         self._send({"cmd": "job", **job})  # a child that died after saying it was ready: ChildDied, the machine's
 
     def idle(self) -> bool:

@@ -12,6 +12,7 @@ from helpers import bundled_source
 
 from services.errors import ChildDied
 from services.evaluator import Evaluator
+from services.parent import references
 from services.protocol.messages import Job, Load, command_header
 from services.sandbox import Child
 from services.schema import EvalOptions
@@ -126,3 +127,16 @@ def test_no_child_searches_a_directory_a_candidate_can_write_for_modules(problem
     problem = type(relu)(id=relu.id, source=relu.source + probe)
     with Evaluator(EvalSettings(correctness_trials=1, warm_children=0, fork_children=fork)) as ev:
         assert ev.evaluate(problem, bundled_source(RELU), OPTIONS).verdict.value == "passed"
+
+
+def test_a_reference_child_that_served_its_most_jobs_is_closed_rather_than_kept(keeping, problems, monkeypatch):
+    monkeypatch.setattr(references, "MOST_JOBS", 2)
+    relu = problems.load(RELU)
+    keeping.references.close()
+    pids = []
+    for _ in range(3):
+        assert keeping.evaluate(relu, bundled_source(RELU), OPTIONS).verdict.value == "passed"
+        pids.append(_kept_pids(keeping))
+    # The first child served the first two (its second job its last, so it was closed); the third took a fresh one.
+    assert pids[0] != [] and pids[1] == [] and pids[2] not in ([], pids[0])
+    assert keeping.last_reference_kept is False

@@ -16,6 +16,10 @@ from collections import OrderedDict
 
 from services.sandbox import Child
 
+# Jobs one reference child serves at most: whatever a job leaves behind that a fresh runtime does not drop (its
+# caching allocator's fragmentation, caches of torch and Python) grows for a bounded time only.
+MOST_JOBS = 64
+
 
 class KeptReferences:
     """At most `most` idle reference children, by the problem they serve (least recently used goes first)."""
@@ -37,6 +41,9 @@ class KeptReferences:
         return child
 
     def keep(self, key: tuple[str, str], child: Child) -> None:
+        if child.jobs >= MOST_JOBS:
+            child.close()
+            return
         old = self._idle.pop(key, None)
         if old is not None:
             old.close()

@@ -241,7 +241,8 @@ class Session:
         released its tensors (services.parent.references); None where it cannot serve another: it failed, was
         killed, or does not answer the release."""
         child = self.ref
-        if child is None or not child.idle():
+        # torch.compile's caches of the compiled reference would grow with every job: such a child is not kept.
+        if child is None or self.options.compare_compile or not child.idle():
             return None
         try:
             self.release(time.monotonic() + self.settings.load_timeout_s, child)
