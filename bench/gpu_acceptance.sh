@@ -28,6 +28,8 @@
 #   bench/gpu_acceptance.sh 12 "$OUT"  # which driver operations on GPU 0 wait for children churning beside it
 #                                      # (mapping changes, CUPTI's start, with and without a kept mapping) and how
 #                                      # fast children start and end, by loops per GPU; needs a host of two GPUs
+#   bench/gpu_acceptance.sh 13 "$OUT"  # two GPUs, reference children kept or not, 16 candidates a problem sent
+#                                      # together as an RL step sends a prompt's samples (~6 min on two H200s)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -39,7 +41,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-12}
+part=${1:?part 1-13}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -105,8 +107,12 @@ case $part in
     step driver_contention 200 "$py" bench/driver_contention.py --neighbours 0,4 --seconds 5
     step context_churn 150 "$py" bench/context_churn.py --layouts 1,1+1,2+2 --seconds 8
     ;;
+13)
+    step throughput_kept 570 "$py" bench/service_throughput.py --serial 0 --pipelined 16 --gpus 2 \
+        --kept-references 0,default --share-references --logs "$out/throughput-kept-logs"
+    ;;
 *)
-    echo "part must be 1 to 12" >&2
+    echo "part must be 1 to 13" >&2
     exit 2
     ;;
 esac
