@@ -25,6 +25,7 @@ from services.protocol.messages import (
     COMPILE_CLOCK,
     Call,
     Called,
+    Command,
     Deliver,
     Delivered,
     Failure,
@@ -232,7 +233,7 @@ class Runtime:
             "violations": self.audit.take(),
         }
 
-    def serve(self) -> Any:
+    def serve(self) -> Command:
         """Answer commands until one this runtime has no handler for, which it returns: the end of the channel,
         or the next job of a reference child that the parent keeps for another evaluation of its problem."""
         handlers = {
