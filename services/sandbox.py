@@ -47,7 +47,10 @@ TRITON_CACHE = ".triton"  # a child's Triton cache, in its private directory
 
 def child_env(device: str, tmpdir: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH")) if p)
+    # Absolute entries only: an empty or relative one would search the child's own directory, where a candidate of
+    # the same user can write, for modules (children start with `python -P` for the same reason).
+    search = (_PROJECT_ROOT, *env.get("PYTHONPATH", "").split(os.pathsep))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in search if os.path.isabs(p))
     env.update(
         HOME=tmpdir,
         TMPDIR=tmpdir,

@@ -3,6 +3,7 @@ serialised work (services.parent.references), with the same verdicts and never a
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -115,9 +116,11 @@ def test_a_reference_child_makes_itself_undumpable_so_no_process_of_its_user_rea
 
 
 @pytest.mark.parametrize("fork", [True, False])
-def test_no_child_searches_a_directory_a_candidate_can_write_for_modules(problems, fork):
+def test_no_child_searches_a_directory_a_candidate_can_write_for_modules(problems, fork, monkeypatch):
     # A kept reference child imports its source again for each job, and any module that source imports late: a
-    # module planted in its directory, or the zygote's, by a candidate of the same user would then run in it.
+    # module planted in its directory, or the zygote's, by a candidate of the same user would then run in it. An
+    # empty or relative entry of the worker's PYTHONPATH would name the child's directory too.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", ".", os.environ.get("PYTHONPATH", "")]))
     relu = problems.load(RELU)
     probe = (
         "\nimport os as _os, sys as _sys\n"
