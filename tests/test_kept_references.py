@@ -124,7 +124,9 @@ def test_no_child_searches_a_directory_a_candidate_can_write_for_modules(problem
     relu = problems.load(RELU)
     probe = (
         "\nimport os as _os, sys as _sys\n"
-        "if '' in _sys.path or _os.getcwd() in _sys.path or any('/kernelgym-' in p for p in _sys.path):\n"
+        "def _here(p):\n"
+        "    return p == '' or _os.path.isdir(p) and _os.path.samefile(p, '.') or 'kernelgym-zygote-' in p\n"
+        "if any(_here(p) for p in _sys.path):\n"
         "    raise RuntimeError(f'a writable directory on the search path: {_sys.path}')\n"
     )
     problem = type(relu)(id=relu.id, source=relu.source + probe)
