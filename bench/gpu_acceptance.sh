@@ -30,6 +30,8 @@
 #                                      # fast children start and end, by loops per GPU; needs a host of two GPUs
 #   bench/gpu_acceptance.sh 13 "$OUT"  # two GPUs, reference children kept or not, 16 candidates a problem sent
 #                                      # together as an RL step sends a prompt's samples (~6 min on two H200s)
+#   bench/gpu_acceptance.sh 14 "$OUT"  # two GPUs, 3 profiler sessions an evaluation (the default) against 1: does
+#                                      # the profile request's growth with a second GPU come from its sessions?
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -41,7 +43,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-13}
+part=${1:?part 1-14}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -111,8 +113,12 @@ case $part in
     step throughput_kept 570 "$py" bench/service_throughput.py --serial 0 --pipelined 16 --gpus 2 \
         --kept-references 0,default --share-references --logs "$out/throughput-kept-logs"
     ;;
+14)
+    step throughput_profiled 570 "$py" bench/service_throughput.py --serial 0 --pipelined 10 --gpus 2 \
+        --profile-calls default,1 --share-references --logs "$out/throughput-profiled-logs"
+    ;;
 *)
-    echo "part must be 1 to 13" >&2
+    echo "part must be 1 to 14" >&2
     exit 2
     ;;
 esac

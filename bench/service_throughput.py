@@ -32,7 +32,8 @@ then reuses them, as a service does):
     child compiles the candidate's kernels before its first call), each `--target-ci-ticks` (a floor, in ticks
     of the event timer, under the precision adaptive sampling stops at) and each `--fork` (whether children are
     forked from the zygote or each started as a fresh interpreter), each `--kept-references` (idle reference
-    children a pool process keeps for its problems' next candidates), `--pipelined` per problem, with a worker on
+    children a pool process keeps for its problems' next candidates), each `--profile-calls` (the profiler
+    sessions of the coverage check), `--pipelined` per problem, with a worker on
     each of `--gpus` GPUs (each count a mode: 2 is GPUs `--gpu` and `--gpu`+1; the workers share one queue).
 Every mode first runs a pass that is not counted, as many evaluations per problem as the mode has pool processes:
 it times and stores each problem's reference, and leaves the pool processes as a long run has them (each has built
@@ -441,6 +442,11 @@ def main() -> None:
         default="default",
         help="comma-separated KERNELGYM_REFERENCE_CHILDREN_KEPT values, one mode each (`default`: the worker's)",
     )
+    parser.add_argument(
+        "--profile-calls",
+        default="default",
+        help="comma-separated KERNELGYM_PROFILE_CALLS values, one mode each: profiler sessions an evaluation runs",
+    )
     parser.add_argument("--logs", type=Path, help="keep each stack's Redis, gateway and worker logs here")
     args = parser.parse_args()
     if args.device_class == "cpu":
@@ -460,6 +466,7 @@ def main() -> None:
         ("ticks", "KERNELGYM_TARGET_CI_TICKS", args.target_ci_ticks),
         ("fork", "KERNELGYM_FORK_CHILDREN", args.fork),
         ("kept", "KERNELGYM_REFERENCE_CHILDREN_KEPT", args.kept_references),
+        ("profiled", "KERNELGYM_PROFILE_CALLS", args.profile_calls),
     )
     gpu_counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
     product = itertools.product(gpu_counts, *(v.split(",") for _, _, v in variables)) if args.pipelined else []
