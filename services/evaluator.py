@@ -9,7 +9,6 @@ child side in `services.child`, the messages between them in `services.protocol`
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import time
@@ -180,7 +179,7 @@ class ProblemsAlone:
         self.most = most
 
     def _file(self, problem: Problem) -> Path:
-        return self.directory / hashlib.sha256(problem.source.encode()).hexdigest()
+        return self.directory / problem.digest
 
     def add(self, problem: Problem) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -276,13 +275,14 @@ def _run(
         ended = True
     finally:
         stored.release()
+        io = sum(checked.io_bytes)
         # Not after a failure of the machine's, the reference's, or a cancellation (`ended` unset), and only where
         # its tensors were small: an idle child keeps what its caching allocator holds.
-        if ended and sum(checked.io_bytes) <= SMALL_TENSOR_BYTES and (child := session.keep_reference()):
-            references.keep(references.key(session.device, problem.source), child)
+        if ended and io <= SMALL_TENSOR_BYTES and (child := session.keep_reference()):
+            references.keep(references.key(session.device, problem), child)
         # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
         # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.
-        network = session.close(light=session.memory_shared and 0 < sum(checked.io_bytes) <= SMALL_TENSOR_BYTES)
+        network = session.close(light=session.memory_shared and 0 < io <= SMALL_TENSOR_BYTES)
         if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
             phases["compile"] = session.compile_total_s
             phases["first_call"] = checked.first_call_s

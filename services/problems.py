@@ -7,6 +7,7 @@ files: `level1/19_ReLU.py` is id `level1/19_ReLU`, so a KernelBench checkout wor
 from __future__ import annotations
 
 import ast
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,11 @@ class Problem:
     @property
     def name(self) -> str:
         return self.id.rsplit("/", 1)[-1]
+
+    @property
+    def digest(self) -> str:
+        """The reference source's SHA-256: what identifies the problem to what is kept per problem."""
+        return hashlib.sha256(self.source.encode()).hexdigest()
 
 
 def check_reference_source(source: str, where: str) -> None:

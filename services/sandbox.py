@@ -258,10 +258,10 @@ class Child:
         self._send({"cmd": "job", **job})  # a child that died after saying it was ready: ChildDied, the machine's
 
     def idle(self) -> bool:
-        """Alive, started, and every command it was sent answered: another job may follow on this channel."""
-        return (
-            self._ready and not self._closed and not self._violation and self._posted == self._seq
-        ) and self.proc.poll() is None
+        """Started, not closed, and every command it was sent answered: another job may follow on this channel.
+        Whether it is still alive is not asked (a forked child's status waits for the zygote's lock): a dead child
+        fails its next job's start."""
+        return self._ready and not self._closed and not self._violation and self._posted == self._seq
 
     def request(
         self, header: dict[str, Any], deadline: float, payloads: list[bytes] | None = None

@@ -56,7 +56,7 @@ def start_children(session: Session, pool: ChildPool, kept: KeptReferences, prob
     candidate child from the pool each its job; whether the reference child was a kept one. Nothing of the request
     has run in a starting child, so a failure here is the machine's (InfrastructureFault)."""
     deadline = time.monotonic() + session.settings.child_start_timeout_s
-    session.ref = kept.take(kept.key(session.device, problem.source))
+    session.ref = kept.take(kept.key(session.device, problem))
     reused = session.ref is not None
     if reused:
         try:

@@ -11,9 +11,9 @@ answered every command, including the release of its last tensors.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 
+from services.problems import Problem
 from services.sandbox import Child
 
 # Jobs one reference child serves at most: whatever a job leaves behind that a fresh runtime does not drop (its
@@ -29,16 +29,13 @@ class KeptReferences:
         self._idle: OrderedDict[tuple[str, str], Child] = OrderedDict()
 
     @staticmethod
-    def key(device: str, reference_source: str) -> tuple[str, str]:
-        return device, hashlib.sha256(reference_source.encode()).hexdigest()
+    def key(device: str, problem: Problem) -> tuple[str, str]:
+        return device, problem.digest
 
     def take(self, key: tuple[str, str]) -> Child | None:
-        """The idle child kept for `key`, if it is still alive (another process of this user may have killed it)."""
-        child = self._idle.pop(key, None)
-        if child is not None and not child.idle():
-            child.close()
-            return None
-        return child
+        """The idle child kept for `key`. One that died meanwhile (any process of this user may kill it) is found
+        when its job starts (services.parent.load.start_children)."""
+        return self._idle.pop(key, None)
 
     def keep(self, key: tuple[str, str], child: Child) -> None:
         if child.jobs >= MOST_JOBS:

@@ -152,7 +152,8 @@ def open_cuda(desc: dict[str, Any], mapped: dict[str, torch.UntypedStorage]) -> 
     host of two GPUs it took 7.8 ms instead of 0.28 (bench/driver_contention.py, docs/benchmarks.md session 19).
     The keeper is a second open of the first buffer's share, whose ref counter only that buffer's storage
     decrements: the producer frees the buffer as usual once the view returned here is gone; the keeper's own
-    decrement would come only when the process exits cleanly, on a slot the producer never hands out again."""
+    decrement comes when `mapped` is dropped (a kept reference child's next job, a clean exit), on a slot the
+    producer never hands out again."""
     args = (
         desc["device"],
         _unb64(desc["handle"]),
