@@ -24,7 +24,10 @@ def profile(session: Session, policy: str, out: ProfileOutcome) -> None:
     """Custom-kernel coverage over a few calls; under `policy` strict it must reach the configured share,
     otherwise it must be above zero. Like any other request it runs beside other evaluations' work, never during
     their measurements: the profiler sees only its own process's kernels, and coverage is a ratio of their
-    times, which time-slicing with a neighbour stretches alike."""
+    times, which time-slicing with a neighbour stretches alike. It comes after the candidate's timing, and a
+    waiting child does not start the profiler ahead of its job: a process that has run a profiler session
+    launches slower from then on (6.8 to 8.7 µs a launch on an H200, bench/profiler_warmup.py), which moved the
+    row sum's reference by 8% (docs/benchmarks.md, session 21)."""
     s = session.settings
     seeds = [session.seed("profile", i) for i in range(s.profile_calls)]
     reply, _ = session.ask(
