@@ -20,9 +20,6 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
 import json, sys, time
@@ -70,7 +67,7 @@ def main() -> None:
     rows = []
     for _ in range(args.processes):
         done = subprocess.run(
-            [sys.executable, "-c", PROBE, str(args.launches)], cwd=ROOT, capture_output=True, text=True, check=True
+            [sys.executable, "-c", PROBE, str(args.launches)], capture_output=True, text=True, check=True
         )
         row = json.loads(done.stdout.strip().splitlines()[-1])
         print(json.dumps(row), flush=True)
