@@ -333,6 +333,8 @@ def _result(
     comp = timed.runtimes.get("compiled")
     meaningful = session.device == "cuda" and cand is not None
     passed = verdict is Verdict.PASSED
+    if stood := sorted({c.name for c in session.checks if c.stood_down}):
+        text += f" Checks stood down, as the problem's own reference would fail them: {', '.join(stood)}."
     return EvalResult(
         problem=problem.id,
         verdict=verdict,

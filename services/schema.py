@@ -93,6 +93,11 @@ class Check(BaseModel):
     passed: bool
     detail: str = ""
     advisory: bool = False
+    stood_down: bool = Field(
+        default=False,
+        description="The check was not applied: the problem's own reference fails it, so it is no evidence "
+        "against a candidate (`detail` says why).",
+    )
     measured: dict[str, Measure] = Field(
         default_factory=dict,
         description='What the check observed, by quantity, units in the name: `{"excess_ms": 0.61}`.',

@@ -12,11 +12,13 @@ import random
 import sys
 import time
 import traceback
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from services.child import guards
 from services.child.launchers import LauncherSignatures
@@ -103,13 +105,39 @@ def _poison(specs: list[list[Any]], device: str) -> None:
     """Fill allocator blocks of the expected output sizes with NaN/garbage, then free them, so an
     output that is never written reads poison instead of a stale, plausible value."""
     for dtype_name, shape in specs:
-        dtype = tensors.dtype_from_name(dtype_name)
-        junk = torch.empty(shape, dtype=dtype, device=device)
-        if dtype.is_floating_point or dtype.is_complex:
-            junk.fill_(float("nan"))
-        elif dtype is not torch.bool:
-            junk.fill_(torch.iinfo(dtype).max)
+        junk = torch.empty(shape, dtype=tensors.dtype_from_name(dtype_name), device=device)
+        _fill_poison(junk)
         del junk
+
+
+def _fill_poison(t: torch.Tensor) -> None:
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        t.fill_(float("nan"))
+    elif t.dtype is not torch.bool:
+        t.fill_(torch.iinfo(t.dtype).max)
+
+
+class _PoisonedAllocations(TorchDispatchMode):
+    """Every tensor an `empty` factory makes is filled with poison. With the candidate's kernels neutralised
+    (the output-dependence check), an output they would have written must not read what its allocator block
+    last held: an intermediate of the same computation, freed during forward(), leaves the right values there
+    (a triangular matmul's product, a lazy candidate's call of the reference)."""
+
+    _EMPTY = frozenset(
+        {
+            torch.ops.aten.empty.memory_format,
+            torch.ops.aten.empty_like.default,
+            torch.ops.aten.empty_strided.default,
+            torch.ops.aten.new_empty.default,
+            torch.ops.aten.new_empty_strided.default,
+        }
+    )
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        if func in self._EMPTY:
+            _fill_poison(out)
+        return out
 
 
 def import_source(name: str, source: str) -> Any:
@@ -410,7 +438,8 @@ class Runtime:
 
     def _forward_checked(self, model: Any, inputs: list[Any]) -> tuple[Any, bool]:
         """Forward, and whether its output changed between return and the device sync."""
-        out = self._run_user("forward()", model, *inputs)
+        with _PoisonedAllocations() if self.recorder.neutralised else nullcontext():
+            out = self._run_user("forward()", model, *inputs)
         early = fingerprint(out) if self.bookkeeping else None
         self._run_user("synchronising after forward()", self._sync)
         return out, early is not None and not torch.equal(early, fingerprint(out))
@@ -570,6 +599,8 @@ def harness_integrity() -> guards.Integrity:
             "fingerprint",
             "seed_everything",
             "_poison",
+            "_fill_poison",
+            "_PoisonedAllocations",
             "_perf",
             "_sync",
             "_empty_cache",

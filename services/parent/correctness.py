@@ -79,8 +79,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
             atol, rtol = session.tol(specs[0][0] if specs else torch.float32)
         session.guard_process(f"correctness trial {i + 1}")
         session.require_launches(cand_h.launches, f"correctness trial {i + 1}")
-        session.record_digest("reference", ref_h.digest)
-        session.record_digest("candidate", cand_h.digest)
+        session.record_digest(seed, cand_h.digest)
         cand_struct = cand_h.structures[0]
         if msg := structure_mismatch(ref_struct, cand_struct):
             if cand_struct["t"] == "tensor_subclass":

@@ -95,8 +95,9 @@ class Evidence:
     custom_kernels: set[str] = field(default_factory=set)
     guarded_calls: int = 0
     rechecks_passed: int = 0
-    # Output digests of every call on fresh inputs (correctness trials and timed calls), per side.
-    digests: dict[str, list[tuple[int, ...]]] = field(default_factory=lambda: {"reference": [], "candidate": []})
+    # The candidate's output digest for every call on fresh inputs (correctness trials and timed calls), by the
+    # seed of the call's inputs: a repeat is judged against the reference's outputs for the same seeds.
+    digests: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,10 @@ class Session:
             Check(name=name, passed=passed, detail=detail, measured=measured or {}, thresholds=thresholds or {})
         )
         return passed
+
+    def stand_down(self, name: str, detail: str, measured: dict[str, Measure] | None = None) -> None:
+        """Record that a check was not applied because the problem's own reference would fail it."""
+        self.checks.append(Check(name=name, passed=True, stood_down=True, detail=detail, measured=measured or {}))
 
     def fail(
         self,
@@ -528,10 +533,10 @@ class Session:
                 thresholds={"calls_without_launch": 0},
             )
 
-    def record_digest(self, side: str, digest: list[int] | None) -> None:
-        """Output digest of a call on fresh inputs (the compiled-reference side is not tracked)."""
-        if digest is not None and side in self.evidence.digests:
-            self.evidence.digests[side].append(tuple(digest))
+    def record_digest(self, seed: int, digest: list[int] | None) -> None:
+        """The candidate's output digest for a call on the fresh inputs of `seed`."""
+        if digest is not None:
+            self.evidence.digests.append((seed, tuple(digest)))
 
 
 def _kept_structure(h: Called, part: Kept) -> Structure | None:

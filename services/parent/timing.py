@@ -103,8 +103,8 @@ class _Timer:
         if not h.covered and self.shield:
             self.uncovered[side] += keep
             self.shield = max(self.shield, min(2 * self.shield, s.settings.launch_shield_max_cycles))
-        if self.purpose == "time":  # the evaluation's own children: their outputs feed the replay check
-            s.record_digest(side, h.digest)
+        if self.purpose == "time" and side == "candidate":  # the evaluation's own child: the replay check
+            s.record_digest(seed, h.digest)
         if not (0 < h.ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(h.ms):
             raise s.fail(
                 "timing_wall_clock",
@@ -217,7 +217,7 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
         lap("checks")
     if session.defended:
         timer.recheck_all()
-        defences.distinct_outputs(session)
+        defences.distinct_outputs(session, timer.deadline)
     session.guard_process("the timed calls")
     defences.wall_clock_checks(session, calls, stats.summarize(timer.samples["candidate"]), cpu)
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
