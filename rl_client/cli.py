@@ -1,7 +1,7 @@
 """`kernelgym-rl train --config FILE`: multi-turn RL against a KernelGym service with the local backend.
 
-Also `kernelgym-rl demo-learn` (a small policy learning from a private service), `evaluate`, `reward-server`,
-`episode-server` and `openrlhf-prompts`."""
+Also `kernelgym-rl demo-learn` (a small policy learning from a private service), `collect` and `sft` (trajectories
+and a cold start on them), `serve-model`, `evaluate`, `reward-server`, `episode-server` and `openrlhf-prompts`."""
 
 from __future__ import annotations
 
@@ -49,7 +49,9 @@ def train(cfg: Any) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(cfg.model_dump_json(indent=2))
     model, tokenizer = load_pretrained(cfg.model, cfg.gguf_file, cfg.dtype, cfg.device)
-    policy = LocalPolicy(model, tokenizer, cfg.device, cfg.temperature, cfg.top_p, cfg.max_new_tokens)
+    policy = LocalPolicy(
+        model, tokenizer, cfg.device, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.rollout_dtype
+    )
     optimizer = make_optimizer(cfg, model.parameters())
     service = cfg.service
     settings = RLSettings.from_env(
@@ -163,6 +165,83 @@ def evaluate(args: argparse.Namespace) -> int:
             for t, turn in enumerate(e.turns)
         ]
         args.out.write_text(json.dumps({"report": rep, "turns": turns}, indent=1))
+    return 0
+
+
+def collect(args: argparse.Namespace) -> int:
+    """`kernelgym-rl collect`: multi-turn episodes of a model against the service, as JSONL trajectories."""
+    import torch
+
+    from rl_client.collect import collect as collect_records
+    from rl_client.collect import local_generator, sft_ready, write_jsonl
+    from rl_client.data import kernelbench_problems, service_problems
+    from rl_client.model_eval import OpenAIGenerator
+
+    torch.manual_seed(args.seed)
+    ids = args.problems.split(",") if args.problems else None
+    scorer = RLSettings.from_env(url=args.service).scorer()
+    generator = None
+    if args.model_url:
+        generator = OpenAIGenerator(
+            args.model_url,
+            args.model or "default",
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            temperature=args.temperature,
+            max_tokens=args.max_tokens,
+            top_p=args.top_p,
+        )
+        generate = generator
+    else:
+        from rl_client.local.policy import LocalPolicy, load_pretrained
+
+        model, tokenizer = load_pretrained(args.hf_model, args.gguf_file, args.dtype, args.device)
+        generate = local_generator(
+            LocalPolicy(model, tokenizer, args.device, args.temperature, args.top_p, args.max_tokens)
+        )
+    with scorer.client as client:
+        problems = kernelbench_problems(args.kernelbench, ids) if args.kernelbench else service_problems(client, ids)
+        try:
+            records = collect_records(problems, args.samples, generate, scorer, args.turns, args.feedback_chars)
+        finally:
+            scorer.close()
+            if generator is not None:
+                generator.close()
+    written = write_jsonl(records, args.out)
+    kept = [r for r in records if sft_ready(r, args.min_speedup)]
+    print(f"wrote {written} trajectories ({len(problems)} problems x {args.samples} samples) to {args.out}")
+    if args.sft_out:
+        print(f"wrote {write_jsonl(kept, args.sft_out)} fit for SFT to {args.sft_out}")
+    return 0
+
+
+def sft(args: argparse.Namespace) -> int:
+    """`kernelgym-rl sft`: fine-tune on collected trajectories, the loss on the assistant's tokens only."""
+    from rl_client.collect import read_jsonl, sft_ready
+    from rl_client.local.policy import load_pretrained
+    from rl_client.sft import SFTConfig, train_sft
+
+    records = read_jsonl(args.data)
+    if args.filter:
+        records = [r for r in records if sft_ready(r, args.min_speedup)]
+    if not records:
+        print(f"kernelgym-rl sft: no trajectory to learn from in {args.data}", file=sys.stderr)
+        return 2
+    cfg = SFTConfig(
+        lr=args.lr,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        max_length=args.max_length,
+        seed=args.seed,
+    )
+    model, tokenizer = load_pretrained(args.model, args.gguf_file, args.dtype, args.device)
+    losses = train_sft(model, tokenizer, [r["messages"] for r in records], cfg, args.device)
+    args.out.mkdir(parents=True, exist_ok=True)
+    save(model, tokenizer, args.out)
+    (args.out / "sft_losses.json").write_text(json.dumps(losses))
+    print(
+        f"{len(records)} trajectories, {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}; saved {args.out}"
+    )
     return 0
 
 
@@ -280,6 +359,52 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--problems", help="comma-separated problem ids (default: all)")
     op.add_argument("--reference-column", default="reference")
     op.add_argument("--id-column")
+    co = sub.add_parser("collect", help="multi-turn trajectories of a model against the service, as JSONL (for sft)")
+    co_model = co.add_mutually_exclusive_group(required=True)
+    co_model.add_argument("--model-url", help="base URL of an OpenAI-compatible API, e.g. http://h:8000/v1")
+    co_model.add_argument("--hf-model", help="a local Hugging Face model directory (or the directory of --gguf-file)")
+    co.add_argument("--model", help="the model name sent to --model-url")
+    co.add_argument("--gguf-file", help="load --hf-model from this GGUF file inside it")
+    co.add_argument("--device", default="cpu", help="--hf-model's device")
+    co.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    co.add_argument("--service", help="KernelGym service URL (default: KERNELGYM_URL, else http://127.0.0.1:8000)")
+    co.add_argument("--problems", help="comma-separated problem ids (default: all)")
+    co.add_argument("--kernelbench", type=Path, help="a KernelBench-layout directory instead of the service's set")
+    co.add_argument("--samples", type=int, default=4, help="episodes per problem")
+    co.add_argument("--turns", type=int, default=3)
+    co.add_argument("--temperature", type=float, default=1.0)
+    co.add_argument("--top-p", type=float, default=1.0)
+    co.add_argument("--max-tokens", type=int, default=4096, help="tokens per answer")
+    co.add_argument("--feedback-chars", type=int, default=2000)
+    co.add_argument("--seed", type=int, default=0)
+    co.add_argument("--out", type=Path, required=True, help="every trajectory, one JSON object a line")
+    co.add_argument("--sft-out", type=Path, help="also write the trajectories fit for SFT here")
+    co.add_argument(
+        "--min-speedup", type=float, help="for --sft-out: the last answer's speedup at least this (needs a GPU service)"
+    )
+    sf = sub.add_parser("sft", help="cold start: fine-tune on collected trajectories, loss on assistant tokens only")
+    sf.add_argument("--data", type=Path, required=True, help="trajectories from `kernelgym-rl collect`")
+    sf.add_argument("--model", required=True, help="a local Hugging Face model directory (or of --gguf-file)")
+    sf.add_argument("--gguf-file")
+    sf.add_argument("--out", type=Path, required=True, help="the checkpoint directory")
+    sf.add_argument("--filter", action="store_true", help="keep only trajectories fit for SFT (see collect)")
+    sf.add_argument("--min-speedup", type=float, help="with --filter: the last answer's speedup at least this")
+    sf.add_argument("--lr", type=float, default=1e-5)
+    sf.add_argument("--epochs", type=int, default=1)
+    sf.add_argument("--max-steps", type=int)
+    sf.add_argument("--batch-size", type=int, default=4)
+    sf.add_argument("--max-length", type=int, default=4096)
+    sf.add_argument("--device", default="cpu")
+    sf.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
+    sf.add_argument("--seed", type=int, default=0)
+    sm = sub.add_parser("serve-model", help="an OpenAI-compatible chat server around a local Hugging Face model")
+    sm.add_argument("--model", required=True, help="a local Hugging Face model directory (or of --gguf-file)")
+    sm.add_argument("--gguf-file")
+    sm.add_argument("--name", help="the model's name in the API (default: the file or directory)")
+    sm.add_argument("--host", default="127.0.0.1")
+    sm.add_argument("--port", type=int, default=8300)
+    sm.add_argument("--device", default="cpu")
+    sm.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32")
     ev = sub.add_parser("evaluate", help="evaluate a model behind an OpenAI-compatible endpoint: Fast@p per turn")
     ev.add_argument("--model-url", required=True, help="base URL of the OpenAI-compatible API, e.g. http://h:8000/v1")
     ev.add_argument("--model", required=True)
@@ -311,6 +436,15 @@ def _command(args: argparse.Namespace) -> int:
         return demo_learn(args)
     if args.command == "evaluate":
         return evaluate(args)
+    if args.command == "collect":
+        return collect(args)
+    if args.command == "sft":
+        return sft(args)
+    if args.command == "serve-model":
+        from rl_client.model_server import serve as serve_model
+
+        serve_model(args.model, args.gguf_file, args.name, args.host, args.port, args.device, args.dtype)
+        return 0
     if args.command == "openrlhf-prompts":
         return openrlhf_prompts(args)
     if args.command == "episode-server":

@@ -50,6 +50,11 @@ class TrainConfig(TurnFiltering):
     gguf_file: str | None = Field(None, description="Load the model from this GGUF file inside `model`.")
     device: str = "cpu"
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    rollout_dtype: Literal["float32", "bfloat16", "float16"] | None = Field(
+        None,
+        description="Sample from a copy of the weights in this dtype (e.g. bfloat16 while training in float32): "
+        "a real rollout/training mismatch, as between vLLM and FSDP, for MRS to act on. None: the trained weights.",
+    )
     service: ServiceConfig = Field(default_factory=ServiceConfig)
     problems: ProblemsConfig = Field(default_factory=ProblemsConfig)
     reward: RewardSpec = Field(default_factory=RewardSpec, description="The turn reward (default drkernel-pr/v1).")

@@ -114,10 +114,11 @@ class OpenAIGenerator:
         max_tokens: int = 8192,
         concurrency: int = 16,
         timeout_s: float = 600.0,
+        top_p: float = 1.0,
     ):
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s)
-        self.body = {"model": model, "temperature": temperature, "max_tokens": max_tokens}
+        self.body = {"model": model, "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
         self.pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="kg-generate")
         self.failures = 0
 

@@ -43,6 +43,7 @@ class TurnOutcome:
     pending: bool = False  # still running at the deadline and left running (`cancel_late=False`)
     cached: bool = False  # the service answered from an identical earlier submission's evaluation
     service_fault: bool = False  # no verdict, and not for the answer's sake: refused, failed, too late
+    flags: tuple[str, ...] = ()  # the service's reasons for human review (e.g. a huge speedup)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -149,6 +150,7 @@ class ServiceScorer:
             feedback=ev.feedback,
             evaluation_id=eid,
             cached=submitted.cached,
+            flags=tuple(ev.result.get("flags") or ()),
         )
 
     def _unscored(self, feedback: str) -> TurnOutcome:

@@ -54,6 +54,7 @@ def outcome_dict(outcome: TurnOutcome) -> dict[str, Any]:
         "feedback": outcome.feedback,
         "evaluation_id": outcome.evaluation_id,
         "service_fault": outcome.service_fault,
+        "flags": list(outcome.flags),
     }
 
 

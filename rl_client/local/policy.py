@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,13 +37,37 @@ def load_pretrained(
 
 
 class LocalPolicy:
-    def __init__(self, model: Any, tokenizer: Any, device: str, temperature: float, top_p: float, max_new_tokens: int):
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        device: str,
+        temperature: float,
+        top_p: float,
+        max_new_tokens: int,
+        rollout_dtype: str | None = None,
+    ):
+        """With `rollout_dtype` (e.g. "bfloat16" while `model` trains in float32) answers are sampled from a copy of
+        the weights in that dtype, refreshed by `sync()`: the rollout engine and the trainer then disagree a little,
+        as vLLM and FSDP do, and MRS has a real mismatch to act on."""
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
         self.temperature = temperature
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
+        self.sampler = model
+        if rollout_dtype is not None and getattr(torch, rollout_dtype) != next(model.parameters()).dtype:
+            self.sampler = copy.deepcopy(model).to(getattr(torch, rollout_dtype))
+            self.sampler.requires_grad_(False)
+
+    @torch.no_grad()
+    def sync(self) -> None:
+        """Copy the trained weights into the sampler's copy (nothing to do without one)."""
+        if self.sampler is self.model:
+            return
+        for mine, trained in zip(self.sampler.parameters(), self.model.parameters(), strict=True):
+            mine.copy_(trained)
 
     def prompt_ids(self, messages: list[dict[str, str]]) -> list[int]:
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
@@ -51,11 +76,11 @@ class LocalPolicy:
     @torch.no_grad()
     def generate(self, histories: list[list[dict[str, str]]]) -> tuple[list[str], list[Sample]]:
         answers, samples = [], []
-        self.model.eval()
+        self.sampler.eval()
         eos = self.tokenizer.eos_token_id
         for messages in histories:
             prompt = self.prompt_ids(messages)
-            out = self.model.generate(
+            out = self.sampler.generate(
                 torch.tensor([prompt], device=self.device),
                 attention_mask=torch.ones(1, len(prompt), dtype=torch.long, device=self.device),
                 do_sample=True,
@@ -63,18 +88,19 @@ class LocalPolicy:
                 top_p=self.top_p,
                 top_k=0,
                 max_new_tokens=self.max_new_tokens,
-                output_scores=True,
+                output_logits=True,
                 return_dict_in_generate=True,
                 pad_token_id=self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos,
             )
             response = out.sequences[0, len(prompt) :].tolist()
             if eos is not None and eos in response:
                 response = response[: response.index(eos) + 1]
-            scores = torch.stack([s[0] for s in out.scores[: len(response)]]).float()
-            logprobs = torch.log_softmax(scores, dim=-1).gather(
-                1, torch.tensor(response, device=scores.device)[:, None]
-            )
-            samples.append(Sample(prompt, response, logprobs[:, 0].cpu()))
+            # The raw logits at the sampling temperature: the distribution `token_logprobs` trains on. The scores
+            # after top-p filtering would give every kept token a larger probability than training sees, and MRS
+            # would reject every trajectory.
+            logits = torch.stack([s[0] for s in out.logits[: len(response)]]).float()
+            logprobs = tempered_logprobs(logits, self.temperature, torch.tensor(response, device=logits.device))
+            samples.append(Sample(prompt, response, logprobs.cpu()))
             answers.append(self.tokenizer.decode(response, skip_special_tokens=True))
         return answers, samples
 
@@ -82,6 +108,11 @@ class LocalPolicy:
         """Log-probabilities of the response tokens under the current weights (with gradient if enabled), at the
         sampling temperature, so that they are comparable with the rollout's."""
         ids = torch.tensor([sample.prompt_ids + sample.response_ids], device=self.device)
-        logits = self.model(ids).logits[0, len(sample.prompt_ids) - 1 : -1].float() / self.temperature
-        target = torch.tensor(sample.response_ids, device=self.device)
-        return torch.log_softmax(logits, dim=-1).gather(1, target[:, None])[:, 0]
+        logits = self.model(ids).logits[0, len(sample.prompt_ids) - 1 : -1].float()
+        return tempered_logprobs(logits, self.temperature, torch.tensor(sample.response_ids, device=self.device))
+
+
+def tempered_logprobs(logits: torch.Tensor, temperature: float, tokens: torch.Tensor) -> torch.Tensor:
+    """log softmax(logits / T)[token] per row: the one distribution both rollout and training log-probs are
+    taken from (no top-p or top-k filtering, whatever the sampler used)."""
+    return torch.log_softmax(logits / temperature, dim=-1).gather(1, tokens[:, None])[:, 0]

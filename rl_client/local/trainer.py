@@ -189,6 +189,7 @@ class LocalTrainer:
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)) if rows else 0.0
         if rows:
             self.optimizer.step()
+            self.policy.sync()
         return {"train/loss": total, "train/grad_norm": grad_norm, "train/rows": float(len(rows))}
 
     def _rollout_metrics(
