@@ -144,3 +144,38 @@ def test_the_reference_through_a_triton_copy_passes_output_dependence(evaluator,
     [check] = [c for c in result.checks if c.name == "output_depends_on_kernels"]
     assert check.passed and not check.stood_down
     assert check.measured["launches_neutralised"] >= 1
+
+
+# Alternates between two outputs from call to call: two calls on the same inputs differ, the reference's too.
+ALTERNATING_REFERENCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x if self.calls % 2 else x + 1
+
+
+def get_inputs():
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_determinism_check_stands_down_where_the_reference_varies_itself(evaluator):
+    problem = Problem("calibration/alternating", textwrap.dedent(ALTERNATING_REFERENCE))
+    one_trial = EvalOptions(device="cpu", timing=False, correctness_trials=1)
+    result = evaluator.evaluate(problem, textwrap.dedent(ALTERNATING_REFERENCE) + THROUGH_A_COPY, one_trial)
+    assert result.verdict is Verdict.PASSED, result.feedback
+    [check] = [c for c in result.checks if c.name == "deterministic"]
+    assert check.stood_down and check.passed and check.measured["mismatched_elements"] == 64
+    assert "deterministic" in result.feedback
