@@ -78,14 +78,16 @@ def problem_ids(root: Path, levels: list[int]) -> list[str]:
     return ids
 
 
-def _worker(gpu: int, ids: list[str], root: str, device: str, deadline: float, queue: mp.Queue) -> None:
+def _worker(
+    gpu: int, ids: list[str], root: str, device: str, budget_s: float | None, deadline: float, queue: mp.Queue
+) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     from services.evaluator import Evaluator
     from services.problems import ProblemSet
     from services.schema import EvalOptions
 
     problems = ProblemSet(root)
-    options = EvalOptions(device=device)
+    options = EvalOptions(device=device, timing_budget_s=budget_s)
     with Evaluator() as ev:
         for pid in ids:
             if time.time() > deadline:
@@ -120,6 +122,7 @@ def main() -> None:
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--gpus", default="0", help="comma-separated GPU indices, one process each")
     ap.add_argument("--device", default="cuda", help="cpu: the Triton interpreter, for a smoke run on small problems")
+    ap.add_argument("--timing-budget-s", type=float, help="a shorter timing cap than the default, for a quicker sweep")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--max-minutes", type=float, default=8.0)
     args = ap.parse_args()
@@ -130,7 +133,10 @@ def main() -> None:
     ctx = mp.get_context("spawn")
     queue: mp.Queue = ctx.Queue()
     procs = [
-        ctx.Process(target=_worker, args=(g, ids[i :: len(gpus)], str(args.kernelbench), args.device, deadline, queue))
+        ctx.Process(
+            target=_worker,
+            args=(g, ids[i :: len(gpus)], str(args.kernelbench), args.device, args.timing_budget_s, deadline, queue),
+        )
         for i, g in enumerate(gpus)
     ]
     for p in procs:
