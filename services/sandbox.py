@@ -1,8 +1,9 @@
 """Starting, supervising and killing the untrusted child processes.
 
 Each child is a fresh `python -m services.child`, or a process forked by the zygote that has already done its
-imports (services.zygote; `EvalSettings.fork_children`), in its own session (so the whole process group
-can be killed), with a scrubbed environment, a private temporary directory as HOME, cwd and Triton
+imports (services.zygote; `EvalSettings.fork_children`), in its own session, with every process it starts
+contained (services.child.boot: a PID namespace or a subreaper, and signals to itself only) and killed with it
+(`Child.kill`), with a scrubbed environment, a private temporary directory as HOME, cwd and Triton
 cache, resource limits, and one supervisor thread in the parent process that enforces every child's host
 memory and process-count limits from outside (limits set inside a child can be raised again by a root child).
 Children are started ahead of need (`ChildPool`) so torch is already imported when a job arrives;
@@ -60,6 +61,8 @@ def child_env(device: str, tmpdir: str) -> dict[str, str]:
         PYTHONHASHSEED="0",
         # One intra-op thread: no lazily started pools that would look like a candidate's threads.
         OMP_NUM_THREADS="1",
+        # torch.compile of the reference compiles in its own process: the sandbox refuses a pool of workers.
+        TORCHINDUCTOR_COMPILE_THREADS="1",
     )
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
@@ -68,10 +71,13 @@ def child_env(device: str, tmpdir: str) -> dict[str, str]:
     return env
 
 
-def _sessions(sids: set[int]) -> dict[int, list[int]]:
-    """The processes of each session in `sids`, in one pass over /proc (a pass reads every process's stat,
-    milliseconds on a busy host)."""
-    found: dict[int, list[int]] = {sid: [] for sid in sids}
+def _process_trees(roots: set[int]) -> dict[int, list[int]]:
+    """Each root in `roots` with every live descendant it has (zombies left out: they run nothing), in one pass
+    over /proc (a pass reads every process's stat, milliseconds on a busy host). Descendants by parent links, not
+    by session: a process that calls `setsid` leaves its session, never its ancestry, and a child is a subreaper
+    or its namespace's init is its own (services.child.boot), so an orphan stays below it."""
+    children: dict[int, list[int]] = {}
+    live: set[int] = set()
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -80,15 +86,25 @@ def _sessions(sids: set[int]) -> dict[int, list[int]]:
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        sid = int(fields[3])  # field 6 of /proc/pid/stat: session id
-        if sid in found:
-            found[sid].append(int(entry))
+        fields = stat[stat.rfind(b")") + 2 :].split()  # field 3 of /proc/pid/stat: the state; field 4: the parent
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        if fields[0] != b"Z":
+            live.add(int(entry))
+    found: dict[int, list[int]] = {}
+    for root in roots:
+        tree, todo = [root], list(children.get(root, ()))
+        while todo:
+            pid = todo.pop()
+            if pid in live:
+                tree.append(pid)
+            todo.extend(children.get(pid, ()))
+        found[root] = tree
     return found
 
 
-def _session_pids(sid: int) -> list[int]:
-    return _sessions({sid})[sid]
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its live descendants."""
+    return _process_trees({pid})[pid]
 
 
 def _rss_mb(pid: int) -> float:
@@ -110,6 +126,8 @@ def thread_ids(pid: int) -> set[int]:
         return set()
 
 
+# Passes of Child.kill over a child's descendants: each kills every one found; a fork bomb needs a few.
+_KILL_PASSES = 16
 # `services.child` caps a CPU child's address space at MEM_MB plus this headroom (torch's library mappings).
 AS_HEADROOM_MB = 16384
 
@@ -179,6 +197,8 @@ class Child:
         self.tmpdir = tempfile.mkdtemp(prefix="kernelgym-")
         self.nonce: str | None = None
         self.network = "unknown"
+        self.containment = "unknown"
+        self.reaper = 0
         self._seq = self._posted = 0  # replies received, commands sent
         self.jobs = 0  # jobs started in it: more than one only for a kept reference child
         self._violation: str | None = None
@@ -231,6 +251,9 @@ class Child:
         if header.get("protocol") != PROTOCOL_VERSION:  # a child from another install: never mix the two
             raise channel.ProtocolError(f"the child speaks {header.get('protocol')!r:.60}, not {PROTOCOL_VERSION}")
         self.network = str(header.get("network", "unknown"))
+        self.containment = f"{header.get('processes', 'unknown')}; signals: {header.get('signals', 'unknown')}"
+        # Its PID namespace's init, started by trusted code before the child said it was ready.
+        self.reaper = int(header.get("reaper") or 0)
         self._ready = True
         if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it
             _SEED.take(os.path.join(self.tmpdir, TRITON_CACHE))
@@ -319,13 +342,26 @@ class Child:
         return ChildDied(f"exited with status {code} without sending a result")
 
     def kill(self) -> None:
-        """Kill the child's whole session, including anything it spawned and detached."""
-        for pid in [self.proc.pid, *_session_pids(self.proc.pid)]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        """Kill the child and every process below it, those that left its session included: stopped first, so
+        that it forks nothing more and, a subreaper, keeps the orphans of the descendants killed below it; then
+        its descendants, again until none is left (each pass may find what a dying one had just forked); then it.
+        Its PID namespace's reaper is among them, whose death kills the whole namespace."""
+        pid = self.proc.pid
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGSTOP)
+        for _ in range(_KILL_PASSES):
+            below = process_tree(pid)[1:]
+            if not below:
+                break
+            for p in below:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
 
-    def session_processes(self) -> list[int]:
-        return [p for p in _session_pids(self.proc.pid) if p != self.proc.pid]
+    def descendants(self) -> list[int]:
+        """The live processes below the child that its own code started (its namespace's reaper left out)."""
+        return [p for p in process_tree(self.proc.pid)[1:] if p != self.reaper]
 
     def threads(self) -> set[int]:
         return thread_ids(self.proc.pid)
@@ -354,8 +390,9 @@ class Child:
         _SUPERVISOR.reap(self)
 
     def enforce_limits(self, pids: list[int]) -> None:
-        """From the supervisor: kill the child when its session's processes (`pids`, itself included: it leads
-        its session) are over the memory or process limit."""
+        """From the supervisor: kill the child when its processes (`pids`: it and everything below it, its
+        namespace's reaper left out) are over the memory or process limit."""
+        pids = [p for p in pids if p != self.reaper]
         limit_mb = self.settings.memory_limit_mb
         rss = sum(_rss_mb(p) for p in pids)
         if rss > limit_mb:
@@ -367,8 +404,8 @@ class Child:
 
 
 class _Supervisor:
-    """One thread per process that watches every live child from outside (host memory and process count of its
-    whole session, one /proc pass per tick for all of them) and reaps closed ones (waits for the process to
+    """One thread per process that watches every live child from outside (host memory and process count of it
+    and its descendants, one /proc pass per tick for all of them) and reaps closed ones (waits for the process to
     die, then removes its directory), so neither costs a thread per child nor holds up the evaluation."""
 
     TICK_S = 0.2
@@ -425,9 +462,9 @@ class _Supervisor:
             watched = [c for c in self._watched if not c._closed]
         alive = [c for c in watched if c.proc.poll() is None]
         if alive:
-            sessions = _sessions({c.proc.pid for c in alive})
+            trees = _process_trees({c.proc.pid for c in alive})
             for child in alive:
-                child.enforce_limits(sessions[child.proc.pid])
+                child.enforce_limits(trees[child.proc.pid])
         with self._lock:
             self._watched -= set(watched) - set(alive)
         self._remove_gone()

@@ -17,6 +17,8 @@ import ctypes
 import errno
 import os
 import resource
+import shutil
+import signal
 import sys
 
 
@@ -33,6 +35,117 @@ def _isolate_network() -> str:
     if libc.unshare(clone_newuser | clone_newnet) == 0:
         return "userns+netns"
     return f"none (unshare: {errno.errorcode.get(first, first)})"
+
+
+# Seccomp (x86_64, aarch64): audit arch and the numbers of kill, tkill, tgkill, ptrace, process_vm_readv,
+# process_vm_writev and pidfd_send_signal; x86_64's x32 numbers (bit 30 set) are refused whole.
+_SECCOMP_ARCHES = {
+    "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234}, (101, 310, 311, 424), True),
+    "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131}, (117, 270, 271, 424), False),
+}
+
+
+def _bpf(program: list[tuple[int, str | int, str | int, int] | str]) -> bytes:
+    """A classic BPF program from (code, jump-if-true, jump-if-false, k) rows and label strings; jumps name a
+    label or are 0 (the next row)."""
+    rows = [r for r in program if not isinstance(r, str)]
+    at, n = {}, 0
+    for r in program:
+        if isinstance(r, str):
+            at[r] = n
+        else:
+            n += 1
+    out = b""
+    for i, (code, jt, jf, k) in enumerate(rows):
+        off = [at[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)]
+        out += code.to_bytes(2, "little") + bytes(off) + (k & 0xFFFFFFFF).to_bytes(4, "little")
+    return out
+
+
+def _confine_signals() -> str:
+    """A seccomp filter that this process and everything it starts keep for life: a signal only to itself (kill
+    and tgkill on its own pid, its own process group, or 0), no tkill, ptrace, process_vm_readv/writev or
+    pidfd_send_signal, each refused with EPERM. Native code (ctypes, an extension) cannot get past it, so no
+    request's code signals or inspects another evaluation's processes, the zygote or the worker. Where seccomp is
+    unavailable, the audit hook still refuses it from Python."""
+    arch = _SECCOMP_ARCHES.get(os.uname().machine)
+    if arch is None:
+        return f"none (no filter for {os.uname().machine})"
+    audit_arch, nr, refused, x32 = arch
+    me = os.getpid()
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
+    program: list[tuple[int, str | int, str | int, int] | str] = [
+        (ld, 0, 0, 4),
+        (jeq, 0, "deny", audit_arch),
+        (ld, 0, 0, 0),
+        *([(jge, "deny", 0, 0x40000000)] if x32 else []),
+        (jeq, "own", 0, nr["kill"]),
+        (jeq, "own_group", 0, nr["tgkill"]),
+        (jeq, "deny", 0, nr["tkill"]),
+        *[(jeq, "deny", 0, number) for number in refused],
+        (ret, 0, 0, allow),
+        "own",
+        (ld, 0, 0, 16),  # the low half of the first argument: the pid
+        (jeq, "allow", 0, 0),
+        (jeq, "allow", 0, -me),
+        "own_group",
+        (ld, 0, 0, 16),
+        (jeq, "allow", "deny", me),
+        "allow",
+        (ret, 0, 0, allow),
+        "deny",
+        (ret, 0, 0, deny),
+    ]
+    code = _bpf(program)
+    libc = ctypes.CDLL(None, use_errno=True)
+    filters = ctypes.create_string_buffer(code, len(code))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Program(len(code) // 8, ctypes.addressof(filters))
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"none (no_new_privs: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        return f"none (seccomp: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+    return "seccomp"
+
+
+def _reaper_namespace() -> tuple[str, int]:
+    """Put every process this one starts into a PID namespace of its own, whose init is a trusted reaper: a
+    process there sees and signals nothing outside it, and when the reaper dies (with this process, by its
+    parent-death signal, or killed by the parent with this process's other descendants) the kernel kills every
+    process in it, a `setsid` grandchild included. This process stays in the worker's namespace: CUDA IPC, which
+    the parent's buffers use, fails across PID namespaces. Needs CAP_SYS_ADMIN (root, or the user namespace the
+    network's isolation may have entered); must run single-threaded. What was done, and the reaper's pid (0:
+    none; this process is then a subreaper, which keeps its orphaned descendants its own)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, CLONE_NEWPID = 36, 1, 0x20000000
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    if libc.unshare(CLONE_NEWPID) != 0:
+        return f"subreaper (pid namespace: {errno.errorcode.get(ctypes.get_errno(), '?')})", 0
+    alive_r, alive_w = os.pipe()
+    sleep = shutil.which("sleep") or "/bin/sleep"
+    pid = os.fork()
+    if pid == 0:  # pid 1 of the new namespace
+        try:
+            os.close(alive_w)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            os.set_blocking(alive_r, False)
+            try:
+                if os.read(alive_r, 1) == b"":  # this process's parent died before the signal was armed
+                    os._exit(0)
+            except BlockingIOError:
+                pass
+            os.closerange(0, 65536)
+            os.execv(sleep, [sleep, "infinity"])  # as init it ignores every signal from inside; reaps nothing
+        finally:
+            os._exit(1)
+    os.close(alive_r)
+    os.set_inheritable(alive_w, False)  # held for life: its end-of-file would tell the reaper this one died
+    return "pid namespace", pid
 
 
 def _hide_devices() -> int:
@@ -169,6 +282,9 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
 
     stage("isolating the network")
     network = _isolate_network()
+    stage("containing the processes it will start")
+    processes, reaper = _reaper_namespace()
+    signals = _confine_signals()
     if device == "compiler" and _hide_devices():
         raise RuntimeError("a compiler child must see no GPU")
     _limit_resources(mem_mb, file_mb)
@@ -201,7 +317,8 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     stage("ready")
     from services.child.runtime import Runtime
 
-    channel.send(out_fd, reply_header(Ready(pid=os.getpid(), network=network)))
+    ready = Ready(pid=os.getpid(), network=network, processes=processes, signals=signals, reaper=reaper)
+    channel.send(out_fd, reply_header(ready))
     header, _ = channel.recv(in_fd)
     job = parse_command(header)
     if not isinstance(job, Job):

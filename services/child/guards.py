@@ -8,7 +8,8 @@ machine-readable violation:
 - an integrity snapshot of the callables the harness relies on, and of the global numeric flags,
   is compared after import and after every call (A4/A10/C2);
 - an audit hook blocks and reports sockets, process spawning and writes outside the private
-  directory (C3/C4), which Python raises as events however they are reached from Python code.
+  directory (C3/C4), which Python raises as events however they are reached from Python code. It is installed in
+  both children, before the reference is imported: a request's reference is user code too.
 """
 
 from __future__ import annotations
@@ -285,8 +286,8 @@ def changed(before: dict[str, tuple[Any, Any]], after: dict[str, tuple[Any, Any]
 
 
 class AuditGuard:
-    """Blocks and records what a candidate must not do, via CPython audit events. Once added, an audit
-    hook cannot be removed from Python code."""
+    """Blocks and records what user code, a candidate's or a request's reference, must not do, via CPython audit
+    events. Once added, an audit hook cannot be removed from Python code."""
 
     def __init__(self, private_dir: str):
         self.private_dir = os.path.realpath(private_dir)
@@ -294,8 +295,9 @@ class AuditGuard:
         self.active = False
 
     def install(self) -> None:
-        sys.addaudithook(self._hook)
-        self.active = True
+        if not self.active:
+            sys.addaudithook(self._hook)
+            self.active = True
 
     def take(self) -> list[str]:
         out, self.violations = self.violations, []
@@ -364,3 +366,14 @@ class AuditGuard:
         toolchain = bool({name, name.split("-")[0], name.rsplit("-", 1)[-1]} & _TOOLCHAIN)
         if not toolchain or (resolved and not self._outside(resolved)):
             self._deny(f"spawning a process ({name or called})")
+
+
+_GUARD: AuditGuard | None = None
+
+
+def audit_guard(private_dir: str) -> AuditGuard:
+    """The process's one audit guard: a kept reference child's every job shares the hook its first installed."""
+    global _GUARD
+    if _GUARD is None:
+        _GUARD = AuditGuard(private_dir)
+    return _GUARD

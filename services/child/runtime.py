@@ -233,7 +233,7 @@ class Runtime:
         self.bookkeeping = job.defences
         self.recorder = guards.LaunchRecorder()
         self.launchers = LauncherSignatures()
-        self.audit = guards.AuditGuard(os.getcwd())
+        self.audit = guards.audit_guard(os.getcwd())
         self.integrity = harness_integrity()
         self.clock = CompileClock(os.path.join(os.getcwd(), COMPILE_CLOCK)) if self.role == "candidate" else None
         self.snapshot: dict[str, Any] = {}
@@ -250,6 +250,8 @@ class Runtime:
         header.update(nonce=self.nonce, seq=self.seq, compile_total_s=self.clock.total if self.clock else 0.0)
         if self.snapshot:
             header.update(self.guard_report())
+        else:  # what the sandbox refused is reported whatever the defences: a reference's ends the request
+            header["violations"] = self.audit.take()
         channel.send(self.out_fd, header, payloads)
 
     def guard_report(self) -> dict[str, Any]:
@@ -302,6 +304,21 @@ class Runtime:
             kind = "reference_error" if self.role == "reference" else _classify(exc)
             raise CandidateError(kind, exc, what) from None
 
+    def _run_reference(self, what: str, fn: Any, *args: Any) -> Any:
+        """Reference code, in either child: what it raises or tries against the sandbox is a `reference_error`,
+        never the candidate's verdict; the candidate's own violations before it stay to be reported."""
+        pending = self.audit.take()
+        try:
+            result = fn(*args)
+        except Exception as exc:
+            raise CandidateError("reference_error", exc, what) from None
+        finally:
+            refused, self.audit.violations = self.audit.take(), pending
+        if refused:
+            denied = PermissionError(f"KernelGym sandbox: {'; '.join(refused)}")
+            raise CandidateError("reference_error", denied, f"{what} (the sandbox refused it)")
+        return result
+
     def _sync(self) -> None:
         if self.device == "cuda":
             _sync()
@@ -309,7 +326,9 @@ class Runtime:
     # -- commands ----------------------------------------------------------------------------------
     def load(self, _: Load) -> None:
         t0 = _perf()
-        self.ref_module = self._run_user(
+        # The sandbox is in before any user code runs, the reference's included, in both children.
+        self.audit.install()
+        self.ref_module = self._run_reference(
             "loading the reference", import_source, "kg_reference", self.job.reference_source
         )
         if self.guarded:
@@ -321,8 +340,6 @@ class Runtime:
         if self.bookkeeping:
             self.flags = guards.numeric_flags()
             self.snapshot = self.integrity.snapshot()
-        if self.guarded:
-            self.audit.install()
         if self.role == "candidate":
             module = self._run_user("importing the candidate", import_source, "kg_candidate", self.job.candidate_source)
             cls = getattr(module, "ModelNew", None)
@@ -334,7 +351,7 @@ class Runtime:
             cls = getattr(self.ref_module, "Model", None)
         seed = self.job.init_seed
         seed_everything(seed)
-        init_inputs = self._run_user("get_init_inputs()", self.ref_module.get_init_inputs)
+        init_inputs = self._run_reference("get_init_inputs()", self.ref_module.get_init_inputs)
         seed_everything(seed)
         what = "constructing ModelNew" if self.role == "candidate" else "constructing Model"
         model = self._run_user(what, lambda: cls(*init_inputs))
@@ -348,7 +365,7 @@ class Runtime:
     def _inputs(self, seed: int) -> list[Any]:
         seed_everything(seed)
         with torch.device(self.device):
-            values = self._run_user("get_inputs()", self.ref_module.get_inputs)
+            values = self._run_reference("get_inputs()", self.ref_module.get_inputs)
         return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in values]
 
     def _model(self, variant: str) -> Any:

@@ -8,7 +8,8 @@ is ready after its own share (the network's isolation, its limits, its CUDA cont
 It never initialises CUDA (a forked CUDA context is unusable) and never runs user code: it receives spawn requests
 from the one parent process that started it, over a socket pair, and answers each with the new child's pid; it reaps
 its children and reports each exit status, in `subprocess.Popen.returncode`'s convention, so the parent can tell a
-crash from a kill. It exits when the parent's end of the socket closes.
+crash from a kill. It is a subreaper, and kills whatever a child left behind that comes to it (`_kill_strays`). It
+exits when the parent's end of the socket closes.
 
 Started as `python -m services.child.zygote SOCK_FD`, in the children's sanitised environment
 (services.sandbox.child_env). Each forked child leads a new session, runs in its own directory with its own
@@ -19,6 +20,7 @@ environment, stdout and stderr, keeps no descriptor but those, stdin and its two
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import select
@@ -84,16 +86,38 @@ def _spawn(request: dict[str, Any], fds: list[int], sock: socket.socket) -> int:
     return pid
 
 
-def _reap(sock: socket.socket) -> None:
+def _reap(sock: socket.socket, forked: set[int]) -> None:
+    """Report the exits of the children it forked; reap and kill anything else that became its child."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
-            return
-        # As `subprocess.Popen.returncode`: the exit code, or minus the signal that ended the child.
-        sock.send(json.dumps({"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+            break
+        if pid in forked:
+            forked.discard(pid)
+            # As `subprocess.Popen.returncode`: the exit code, or minus the signal that ended the child.
+            sock.send(json.dumps({"op": "exit", "pid": pid, "code": os.waitstatus_to_exitcode(status)}).encode())
+    _kill_strays(forked)
+
+
+def _kill_strays(forked: set[int]) -> None:
+    """The zygote is a subreaper: the orphaned descendants of a child that died are reparented to it. It forked
+    none of them, so they are what a child's code left behind (a `setsid` grandchild where the child had no PID
+    namespace of its own): killed. Their own children come to it in turn, and go the same way when it reaps them."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in forked:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat[stat.rfind(b")") + 2 :].split()[1]) == me:  # field 4 of /proc/pid/stat: the parent
+            with contextlib.suppress(OSError):
+                os.kill(int(entry), signal.SIGKILL)
 
 
 def serve(sock: socket.socket) -> None:
@@ -102,11 +126,12 @@ def serve(sock: socket.socket) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes the select below through the wakeup descriptor
+    forked: set[int] = set()
     while True:
         readable, _, _ = select.select([sock, wake_r], [], [])
         if wake_r in readable:
             os.read(wake_r, 4096)
-        _reap(sock)
+        _reap(sock, forked)
         if sock not in readable:
             continue
         message, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST_BYTES, REQUEST_FDS)
@@ -117,7 +142,9 @@ def serve(sock: socket.socket) -> None:
             request = json.loads(message)
             if len(fds) != REQUEST_FDS:
                 raise ValueError(f"a spawn request needs {REQUEST_FDS} descriptors, got {len(fds)}")
-            reply = {"op": "spawned", "id": request["id"], "pid": _spawn(request, fds, sock)}
+            pid = _spawn(request, fds, sock)
+            forked.add(pid)
+            reply = {"op": "spawned", "id": request["id"], "pid": pid}
         except Exception as exc:  # a bad request or a failed fork: the parent's error, not the end of the zygote
             reply = {"op": "error", "id": request.get("id") if isinstance(request, dict) else None, "error": repr(exc)}
         finally:
@@ -128,6 +155,8 @@ def serve(sock: socket.socket) -> None:
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # see _kill_strays
     from services.child.boot import import_harness, warm_triton_host
 
     import_harness()

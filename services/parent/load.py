@@ -11,6 +11,7 @@ from services.errors import (
     EarlyVerdict,
     InfrastructureFault,
     ProtocolError,
+    ReferenceFailed,
 )
 from services.parent.references import KeptReferences
 from services.parent.session import Session
@@ -118,5 +119,8 @@ def load(session: Session) -> None:
     """Import and construct the reference's Model, then the candidate's ModelNew (its first code to run)."""
     deadline = time.monotonic() + session.settings.load_timeout_s
     session.ask(session.ref, Load(), Loaded, deadline, "loading the reference")
+    left = session.ref.descendants()
+    if left:  # a reference loads; it starts nothing that outlives the call (native code past the audit hook)
+        raise ReferenceFailed(f"the reference left {len(left)} process(es) running after loading")
     session.evidence.thread_baseline = session.cand.threads()  # before any candidate code runs
     session.ask(session.cand, Load(), Loaded, deadline, "importing and constructing ModelNew")

@@ -247,7 +247,8 @@ class Session:
         killed, or does not answer the release."""
         child = self.ref
         # torch.compile's caches of the compiled reference would grow with every job: such a child is not kept.
-        if child is None or self.options.compare_compile or not child.idle():
+        # Nor one with a process left below it: what a job started dies with that job.
+        if child is None or self.options.compare_compile or not child.idle() or child.descendants():
             return None
         try:
             self.release(time.monotonic() + self.settings.load_timeout_s, child)
@@ -358,13 +359,15 @@ class Session:
             self.compile_total_s = reply.compile_total_s
         if not is_ref and self.defended:
             self.judge_guards(reply)
+        if is_ref and reply.violations:  # the reference's code tried what the sandbox refuses: the request's fault
+            raise ReferenceFailed(f"the reference broke the sandbox while {what}: {'; '.join(reply.violations[:5])}")
         if isinstance(reply, Failure):
             tb = feedback.trim_traceback(reply.traceback, child.tmpdir)
             context = reply.context or what
             if reply.out_of_memory and self.memory_shared:
                 raise DeviceMemoryShort(f"the device ran out of memory while {context}", problem_sized=is_ref)
             if is_ref or reply.error == "reference_error":
-                who = "reference" if is_ref else "candidate"
+                who = "reference" if is_ref else "reference, in the candidate's process,"
                 raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
             verdict = Verdict.COMPILE_ERROR if reply.error == "compile_error" else Verdict.RUNTIME_ERROR
             raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
@@ -503,7 +506,7 @@ class Session:
                 measured={"new_threads": len(new_threads)},
                 thresholds={"new_threads": 0},
             )
-        procs = self.cand.session_processes() if processes else []
+        procs = self.cand.descendants() if processes else []
         if procs:
             raise self.fail(
                 "no_child_processes",
