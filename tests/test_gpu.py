@@ -21,6 +21,7 @@ from helpers import (
     relu_candidate,
     unique,
 )
+from test_reference_sandbox import forking_attack_harms_nothing
 
 from gym_worker.health import probe
 from services.errors import ReferenceFailed
@@ -142,6 +143,12 @@ def get_init_inputs():
     with pytest.raises(ReferenceFailed):
         evaluator.evaluate(Problem(id="wild", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
     assert probe(evaluator, "cuda") is None  # the worker's health probe: the device is fine
+
+
+def test_a_reference_that_forks_setsid_and_kills_harms_no_other_gpu_evaluation(evaluator, relu):
+    """Issue 39's attack where the children hold CUDA contexts and the parent's buffers through CUDA IPC."""
+    forking_attack_harms_nothing(evaluator, relu, NO_TIMING)
+    assert probe(evaluator, "cuda") is None
 
 
 def test_adaptive_timing_reports_the_precision_it_reached(evaluator, relu):

@@ -12,6 +12,7 @@ import pytest
 from helpers import bundled_source
 
 from services.errors import ReferenceFailed
+from services.evaluator import Evaluator
 from services.problems import Problem
 from services.sandbox import Child
 from services.schema import EvalOptions, Verdict
@@ -102,21 +103,26 @@ def test_a_reference_that_breaks_the_sandbox_in_the_candidates_process_is_not_th
         evaluator.evaluate(Problem(id="writes", source=source), bundled_source(RELU), NO_TIMING)
 
 
-def test_the_forking_reference_of_issue_39_harms_no_other_evaluation(evaluator, relu):
+def forking_attack_harms_nothing(evaluator: Evaluator, relu: Problem, options: EvalOptions) -> None:
+    """Issue 39's attack on `options.device`: the attacker's request fails, the bystander (a child started
+    beside it, as the pool's later children are) and the later evaluations are untouched, nothing outlives it."""
     settings = EvalSettings()
-    bystander = Child("cpu", settings)
+    bystander = Child(options.device or "cpu", settings)
     try:
         bystander.wait_ready(time.monotonic() + settings.child_start_timeout_s)
         zygote = int(Path(f"/proc/{bystander.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
         attack = Problem(id="setsid-attacker", source=FORKING_REFERENCE % {"zygote": zygote})
         with pytest.raises(ReferenceFailed, match="left 1 process"):
-            evaluator.evaluate(attack, bundled_source(RELU), NO_TIMING)
+            evaluator.evaluate(attack, bundled_source(RELU), options)
         assert not _attackers()  # nothing the evaluation started outlives it
         assert bystander.proc.poll() is None and bystander.idle()
-        # The pool's later children, started beside the attacker, evaluate as before.
-        for _ in range(2):
-            assert evaluator.evaluate(relu, bundled_source(RELU), NO_TIMING).verdict is Verdict.PASSED
+        for _ in range(2):  # the pool's later children, started beside the attacker, evaluate as before
+            assert evaluator.evaluate(relu, bundled_source(RELU), options).verdict is Verdict.PASSED
     finally:
         bystander.close()
         for pid in _attackers():  # only where the test failed: the attack must not outlive it either
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_forking_reference_of_issue_39_harms_no_other_evaluation(evaluator, relu):
+    forking_attack_harms_nothing(evaluator, relu, NO_TIMING)
