@@ -13,9 +13,15 @@ pipelined, on one GPU or several, in one run, and whether pipelining disturbs th
     python bench/service_throughput.py --serial 0 --pipelined 12 --gpus 1,2     # one GPU against two, one run
     python bench/service_throughput.py --serial 0 --pipelined 8 --gpus 1,2 --kept-references 0,default
     python bench/service_throughput.py --device-class cpu --serial 1 --pipelined 1 --concurrency 2  # smoke test
+    python bench/service_throughput.py --kernelbench .kb/KernelBench --only 'level1/9[4-9]_*,level1/100_*' \
+        --serial 0 --pipelined 40                                   # KernelBench's losses, 40 each (issue 35)
+    python bench/service_throughput.py --problems bench/problems/calibration --kernels bench/kernels/calibration \
+        --serial 0 --pipelined 40                          # outputs easy to get wrong, 40 each (issue 35)
 
 The workload is every problem (the bundled ones, or with --kernelbench the KernelBench level-1 problems that
-bench/kernels/kernelbench has an honest kernel for, sent with their reference inline) with its example kernel,
+bench/kernels/kernelbench has an honest kernel for, sent with their reference inline; or with `--problems DIR
+--kernels DIR` any problem folder's problems that the kernel folder has a kernel for at the same relative path;
+`--only` keeps the problem ids that match one of its patterns) with its example kernel,
 each submission made distinct by a unique comment, so the result cache never answers and every candidate's
 Triton kernels compile afresh. With `--wrong N`, each problem also gets N candidates per mode whose forward() adds
 one to the honest kernel's output: they compile, run and fail their first correctness trial, as most candidates of
@@ -56,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import fnmatch
 import itertools
 import json
 import statistics
@@ -83,16 +90,21 @@ PHASES = (
 )
 
 
-def workload(kernelbench: Path | None) -> list[dict]:
-    """One submission body per problem (without the unique comment)."""
-    if kernelbench is None:
+def workload(problem_dir: Path | None, kernel_dir: Path = KB_KERNELS, only: str | None = None) -> list[dict]:
+    """One submission body per problem (without the unique comment): the bundled problems, or each kernel under
+    `kernel_dir` with the problem of the same relative path under `problem_dir`, its reference sent inline;
+    `only`: comma-separated fnmatch patterns of the problem ids to keep."""
+    if problem_dir is None:
         return [{"problem_id": pid, "candidate": bundled_kernel(pid).read_text()} for pid in bundled_problems().ids()]
-    problems = ProblemSet(kernelbench)
-    kernels = sorted(KB_KERNELS.rglob("*.py"))
-    ids = [str(k.relative_to(KB_KERNELS).with_suffix("")) for k in kernels]
+    problems = ProblemSet(problem_dir)
+    kernels = {k.relative_to(kernel_dir).with_suffix("").as_posix(): k for k in sorted(kernel_dir.rglob("*.py"))}
+    if only is not None:
+        patterns = only.split(",")
+        kernels = {pid: k for pid, k in kernels.items() if any(fnmatch.fnmatchcase(pid, p) for p in patterns)}
+    if not kernels:
+        raise SystemExit(f"no kernel under {kernel_dir} for the problems asked for (--only {only!r})")
     return [
-        {"reference": problems.load(pid).source, "candidate": k.read_text(), "label": pid}
-        for pid, k in zip(ids, kernels, strict=True)
+        {"reference": problems.load(pid).source, "candidate": k.read_text(), "label": pid} for pid, k in kernels.items()
     ]
 
 
@@ -309,8 +321,12 @@ def run_mode(
         slot = slot_use(stack.dir, before, len(jobs))
     results = [e.result for e in finished if e.result]
     verdicts: dict[str, int] = {}
-    for e in finished:
-        verdicts[e.verdict or e.status] = verdicts.get(e.verdict or e.status, 0) + 1
+    by_problem: dict[str, dict[str, int]] = {}
+    for (label, _), e in zip(jobs, finished, strict=True):
+        outcome = e.verdict or e.status
+        verdicts[outcome] = verdicts.get(outcome, 0) + 1
+        counts = by_problem.setdefault(label, {})
+        counts[outcome] = counts.get(outcome, 0) + 1
     speedups: dict[str, list[float]] = {}
     for (label, _), e in zip(jobs, finished, strict=True):
         if e.result and e.result.get("speedup") is not None:
@@ -325,6 +341,7 @@ def run_mode(
         "per_minute": round(60 * len(jobs) / wall, 2),
         "per_minute_per_gpu": round(60 * len(jobs) / wall / gpus, 2),
         "verdicts": verdicts,
+        "verdicts_by_problem": dict(sorted(by_problem.items())),
         "not_passed": not_passed(jobs, finished),
         "host_cpu_busy": cpu_busy(cpu_before, cpu_after),
         "timing_slot": {  # busy_fraction: per GPU (each has its own slot)
@@ -423,7 +440,17 @@ def main() -> None:
         "--gpus", default="1", help="pipelined modes: comma-separated numbers of GPUs, a worker on each, from --gpu"
     )
     parser.add_argument("--device-class", default="gpu", help="`cpu` runs the same path with the interpreter")
-    parser.add_argument("--kernelbench", type=Path, help="KernelBench problems (holds level1/) instead of bundled")
+    parser.add_argument(
+        "--kernelbench",
+        "--problems",
+        dest="problems",
+        type=Path,
+        help="a problem folder (KernelBench's holds level1/) instead of the bundled problems",
+    )
+    parser.add_argument(
+        "--kernels", type=Path, default=KB_KERNELS, help="with --problems: the honest kernels, by problem id"
+    )
+    parser.add_argument("--only", help="with --problems: comma-separated fnmatch patterns of problem ids to run")
     parser.add_argument("--warm-children", type=int, default=4, help="KERNELGYM_WARM_CHILDREN of the worker")
     parser.add_argument("--gpu-memory-mb", type=int, help="KERNELGYM_WORKER_GPU_MEMORY_MB of the worker")
     parser.add_argument("--wrong", type=int, default=0, help="wrong candidates per problem per mode, besides")
@@ -451,7 +478,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.device_class == "cpu":
         args.gpu = None
-    problems = workload(args.kernelbench)
+    problems = workload(args.problems, args.kernels.resolve(), args.only)
     common = {"KERNELGYM_WARM_CHILDREN": str(args.warm_children)}
     if args.gpu_memory_mb:
         common["KERNELGYM_WORKER_GPU_MEMORY_MB"] = str(args.gpu_memory_mb)
