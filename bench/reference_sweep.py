@@ -120,6 +120,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernelbench", required=True, type=Path, help="the folder holding level1/, level2/, level3/")
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--start", help="the first problem id of the levels to run (those before it are skipped)")
+    ap.add_argument("--problem", action="append", default=[], help="a problem id to run first (repeatable)")
     ap.add_argument("--gpus", default="0", help="comma-separated GPU indices, one process each")
     ap.add_argument("--device", default="cuda", help="cpu: the Triton interpreter, for a smoke run on small problems")
     ap.add_argument("--timing-budget-s", type=float, help="a shorter timing cap than the default, for a quicker sweep")
@@ -128,6 +130,9 @@ def main() -> None:
     args = ap.parse_args()
 
     ids = problem_ids(args.kernelbench, args.levels)
+    if args.start:
+        ids = ids[ids.index(args.start) :]
+    ids = [*args.problem, *(i for i in ids if i not in args.problem)] if args.problem else ids
     gpus = [int(g) for g in args.gpus.split(",")]
     deadline = time.time() + 60 * args.max_minutes
     ctx = mp.get_context("spawn")
