@@ -4,8 +4,13 @@ Each episode is `KERNELGYM_RL_MAX_TURNS` turns (default 3). Every answer is eval
 reward is the turn's reward under the `drkernel-pr/v1` spec and the service's feedback becomes the next user
 turn. OpenRLHF sums the step rewards into one scalar per trajectory and keeps only the last step's
 `extra_logs`, so every step reports all K turns (`turn_reward_1..K`, `turn_correct_k`, `turn_coverage_k`,
-`turn_speedup_k`; zeros and −1 for turns not played yet) and `num_turns`, from which the turn-level estimator
-(`rl_client.openrlhf_trloo`) recovers them in the trainer.
+`turn_speedup_k`, `turn_fault_k`; zeros and −1 for turns not played yet) and `num_turns`, from which the
+turn-level estimator (`rl_client.openrlhf_trloo`) recovers them in the trainer.
+
+A turn the service failed to judge (`service_fault`: refused, unreachable, past the deadline) is scored again,
+KERNELGYM_RL_FAULT_RETRIES times with a doubling wait from KERNELGYM_RL_FAULT_BACKOFF_S. If it still fails, it is
+never a 0 to train on: under TRLOO it is reported as `turn_fault_k` and its trajectory leaves the loss and the
+baselines; OpenRLHF's own estimators cannot leave a trajectory out, so there the episode raises `ServiceFault`.
 
 OpenRLHF instantiates agents with no arguments inside its Ray actors, so configuration comes from the
 environment, through `rl_client.settings.RLSettings`: KERNELGYM_URL, KERNELGYM_API_KEY, KERNELGYM_RL_DEVICE_CLASS,
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from typing import Any
 
@@ -26,11 +32,16 @@ import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
 from rl_client.prompts import next_turn
-from rl_client.scoring import ScoreJob, ServiceScorer
+from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
 from rl_client.settings import RLSettings
 
+log = logging.getLogger("kernelgym.rl")
 _scorer: ServiceScorer | None = None
 _lock = threading.Lock()
+
+
+class ServiceFault(RuntimeError):
+    """The service failed to judge a turn after every retry, and the estimator cannot leave it out."""
 
 
 def scorer() -> ServiceScorer:
@@ -55,6 +66,7 @@ def parse_label(label: Any) -> tuple[str | None, str | None]:
 class KernelAgent(AgentInstanceBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         settings = RLSettings.from_env()
+        self.settings = settings
         self.max_turns = settings.max_turns
         self.feedback_chars = settings.feedback_chars
         self.turn_format = settings.turn_format
@@ -69,7 +81,7 @@ class KernelAgent(AgentInstanceBase):
 
     @staticmethod
     def turn_logs(
-        k: int, reward: float, correct: bool, coverage: float | None, speedup: float | None
+        k: int, reward: float, correct: bool, coverage: float | None, speedup: float | None, fault: bool = False
     ) -> dict[str, float]:
         """Turn k's entries of `extra_logs`; −1 stands for an unknown coverage or speedup."""
         return {
@@ -77,6 +89,7 @@ class KernelAgent(AgentInstanceBase):
             f"turn_correct_{k}": float(correct),
             f"turn_coverage_{k}": -1.0 if coverage is None else coverage,
             f"turn_speedup_{k}": -1.0 if speedup is None else speedup,
+            f"turn_fault_{k}": float(fault),
         }
 
     async def reset(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
@@ -85,10 +98,15 @@ class KernelAgent(AgentInstanceBase):
 
     async def step(self, states: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         self.turn += 1
-        job = ScoreJob(self.problem_id, self.reference, states["action_text"])
-        [outcome] = await asyncio.to_thread(scorer().score, [job])
+        outcome = await self.judge(ScoreJob(self.problem_id, self.reference, states["action_text"]))
+        if outcome.service_fault and self.settings.trainer.estimator != "trloo":
+            raise ServiceFault(f"the service failed to judge turn {self.turn}: {outcome.feedback}")
         k = self.turn
-        self.logs.update(self.turn_logs(k, outcome.reward.reward, outcome.correct, outcome.coverage, outcome.speedup))
+        self.logs.update(
+            self.turn_logs(
+                k, outcome.reward.reward, outcome.correct, outcome.coverage, outcome.speedup, outcome.service_fault
+            )
+        )
         self.logs["num_turns"] = float(k)
         done = k >= self.max_turns
         feedback = "" if done else self.turn_format.format(feedback=next_turn(outcome.feedback, self.feedback_chars))
@@ -100,6 +118,17 @@ class KernelAgent(AgentInstanceBase):
             "done": done,
             "extra_logs": dict(self.logs),
         }
+
+    async def judge(self, job: ScoreJob) -> TurnOutcome:
+        """The turn's outcome, scored again while the service fails to judge it (see the module docstring)."""
+        retries, wait = self.settings.fault_retries, self.settings.fault_backoff_s
+        for attempt in range(retries + 1):
+            [outcome] = await asyncio.to_thread(scorer().score, [job])
+            if not outcome.service_fault or attempt == retries:
+                return outcome
+            log.warning("the service failed to judge a turn (%s); scoring it again", outcome.feedback)
+            await asyncio.sleep(wait * 2**attempt)
+        raise AssertionError("unreachable")
 
 
 class AgentExecutor(MultiTurnAgentExecutor):

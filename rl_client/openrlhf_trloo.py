@@ -10,6 +10,8 @@ installed by `rl_client.openrlhf_train`). It is called with the rollout batch as
   spans from the runs of `action_mask`, groups from `index // n_samples_per_prompt`;
 - the advantage of a turn is its TRLOO advantage (return-to-go minus the mean of the other samples of the same
   prompt at the same turn), on every token of that turn; no whitening;
+- a trajectory with a turn the service failed to judge (`turn_fault_k`) leaves the loss and the baselines whole,
+  as in the local trainer: its returns are unknown;
 - turns leave the loss (their tokens leave `action_mask`) when they are a failure after success, when PRS rejects
   them (a correct turn is kept with probability clip((coverage − 0.3)/0.1, 0, 1)), or when one of their tokens has
   π_train/π_rollout below the veto threshold. PRS and the veto leave the baselines as they are.
@@ -27,7 +29,7 @@ from typing import Any
 
 import torch
 
-from rl_client.algorithms import mismatch_rejection, prs_keep
+from rl_client.algorithms import judged_mask, mismatch_rejection, prs_keep
 from rl_client.settings import RLSettings, TrainerSettings
 from rl_client.turn_tokens import token_advantages, turn_ids
 
@@ -139,7 +141,12 @@ def trloo_experiences(
         prs_rejected = ~kept
         keep &= kept
 
-    out = token_advantages(action_mask, rewards, num_turns, groups, gamma, keep, settings.failure_mask)
+    faulted = torch.zeros_like(exists)
+    if "turn_fault_1" in first:
+        faulted = (_per_turn(experiences, "turn_fault_", turns) > 0.5) & exists
+    judged = judged_mask(faulted)
+
+    out = token_advantages(action_mask, rewards, num_turns, groups, gamma, keep, settings.failure_mask, judged)
     loss_mask = out.loss_mask
     if not loss_mask.any():
         # Every turn left the loss: a step with no tokens would divide by zero in OpenRLHF's token mean, so keep
@@ -161,7 +168,8 @@ def trloo_experiences(
         live = out.in_baseline[rows]
         e.info["return"] = rewards[rows].sum(dim=1).float()
         e.info["trloo/turns_in_loss"] = out.in_loss[rows].sum(dim=1).float()
-        e.info["trloo/failure_after_success_turns"] = (exists[rows] & ~live).sum(dim=1).float()
+        e.info["trloo/failure_after_success_turns"] = (exists[rows] & judged[rows] & ~live).sum(dim=1).float()
+        e.info["trloo/service_fault_turns"] = (exists[rows] & ~judged[rows]).sum(dim=1).float()
         e.info["trloo/vetoed_turns"] = (vetoed[rows] & live).sum(dim=1).float()
         e.info["trloo/prs_rejected_turns"] = (prs_rejected[rows] & live).sum(dim=1).float()
         e.kl = None

@@ -13,6 +13,8 @@ reads is here:
 | `KERNELGYM_RL_MAX_TURNS` | `max_turns` of an OpenRLHF agent episode | 3 |
 | `KERNELGYM_RL_FEEDBACK_CHARS` | `feedback_chars`: feedback kept in the next prompt | 2000 |
 | `KERNELGYM_RL_TURN_FORMAT` | `turn_format`: chat-template text around a feedback turn | ChatML |
+| `KERNELGYM_RL_FAULT_RETRIES` | `fault_retries`: the OpenRLHF agent's new tries of a turn left unjudged | 3 |
+| `KERNELGYM_RL_FAULT_BACKOFF_S` | `fault_backoff_s`: the agent's first wait before a new try, then doubled | 10 |
 | `KERNELGYM_REWARD_ANSWER_WITHIN_S` | `answer_within_s`: how long the OpenRLHF reward server waits before a 504 | 170 |
 | `KERNELGYM_RL_TRAINER` | `trainer`: `TrainerSettings` as JSON (`rl_client.openrlhf_train` writes it) | none |
 
@@ -76,6 +78,8 @@ class RLSettings(BaseSettings):
     max_turns: int = Field(3, ge=1)
     feedback_chars: int = Field(2000, ge=0)
     turn_format: str = CHATML_TURN
+    fault_retries: int = Field(3, ge=0)
+    fault_backoff_s: float = Field(10.0, ge=0)
     answer_within_s: float = Field(170.0, gt=0, validation_alias="KERNELGYM_REWARD_ANSWER_WITHIN_S")
     trainer: TrainerSettings = TrainerSettings()
 

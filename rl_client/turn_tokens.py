@@ -65,12 +65,16 @@ def token_advantages(
     gamma: float = 1.0,
     keep: torch.Tensor | None = None,
     mask_failure_after_success: bool = True,
+    judged: torch.Tensor | None = None,
 ) -> TokenAdvantages:
     """Each turn's TRLOO advantage and return put on its answer tokens, and the loss mask: answer tokens of turns
     that are not a failure after success and that `keep` [N, K] (PRS, the token veto) keeps. `turn_rewards` is
-    [N, K]; row i has `num_turns[i]` turns. Turns removed by `keep` still count in the baselines."""
+    [N, K]; row i has `num_turns[i]` turns. Turns removed by `keep` still count in the baselines; turns outside
+    `judged` [N, K] (`rl_client.algorithms.judged_mask`: the service failed to judge the trajectory) leave both."""
     k = turn_rewards.shape[1]
     exists = torch.arange(k)[None, :] < num_turns[:, None]
+    if judged is not None:
+        exists &= judged
     base = failure_after_success_mask(turn_rewards, exists) if mask_failure_after_success else exists
     adv = trloo_advantages(turn_rewards, base, group_ids, gamma)
     in_loss = base & (keep if keep is not None else torch.ones_like(base))

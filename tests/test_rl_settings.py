@@ -62,6 +62,8 @@ def test_variables_lists_every_name_read():
         "KERNELGYM_RL_MAX_TURNS",
         "KERNELGYM_RL_FEEDBACK_CHARS",
         "KERNELGYM_RL_TURN_FORMAT",
+        "KERNELGYM_RL_FAULT_RETRIES",
+        "KERNELGYM_RL_FAULT_BACKOFF_S",
         "KERNELGYM_REWARD_ANSWER_WITHIN_S",
         SETTINGS_ENV,
     }

@@ -7,7 +7,8 @@ and tries 5 times. A kernel evaluation can take longer when the queue is deep, s
 evaluations go on running. OpenRLHF's retry sends the identical sample again, which the service's result cache
 attaches to the evaluation already running, so no work is repeated and the retry gets the result as soon as
 it exists. Keep `answer_within_s` × 5 above the longest expected wait, or use the agent path (rl_client/
-openrlhf_agent.py), which has no such limit.
+openrlhf_agent.py), which has no such limit. An answer the service failed to judge (refused, failed) is answered
+with 503, never with a reward of 0: OpenRLHF's client tries again, and after its last try scores nothing.
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ def create_app(
                 status_code=504,
                 detail=f"{len(pending)} evaluation(s) still running ({', '.join(map(str, pending))}); "
                 "send the same request again to get their result",
+            )
+        faults = [o.feedback for o in outcomes if o.service_fault]
+        if faults:  # never a 0 to train on: OpenRLHF's client tries again, and gives up rather than score it
+            raise HTTPException(
+                status_code=503,
+                detail=f"the service failed to judge {len(faults)} answer(s): {faults[0]}",
+                headers={"Retry-After": "1"},
             )
         rewards = [o.reward.reward for o in outcomes]
         metrics = [outcome_metrics(o) for o in outcomes]
