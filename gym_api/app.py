@@ -77,9 +77,11 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await gw.waiters.start()
+        await gw.sweeper.start()
         try:
             yield
         finally:
+            await gw.sweeper.stop()
             await gw.waiters.stop()
             await gw.r.aclose()
 
@@ -91,8 +93,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.gateway = gw
-    app.middleware("http")(gw.metrics.middleware)
     app.add_middleware(guard.BodyRules, json_routes=body_limits, other_max_bytes=OTHER_MAX_BYTES)
+    # Added last, so outermost: it also counts what BodyRules refuses (413, 415) before any route runs.
+    app.middleware("http")(gw.metrics.middleware)
     guard.install(app, gw.r)
 
     def wait_for(wait: float | None, default: float) -> float:
@@ -194,8 +197,9 @@ def create_app(settings: ServiceSettings | None = None) -> FastAPI:
         try:
             await gw.r.ping()
             await gw.metrics.cluster.refresh(gw.r, gw.keys, gw.always_accepted())
-        except Exception as exc:
-            return JSONResponse({"ready": False, "redis": f"unreachable: {exc}"}, status_code=503)
+        except Exception as exc:  # the address and the error go to the log, not to an unauthenticated caller
+            log.warning("readyz: Redis unavailable: %s: %s", type(exc).__name__, exc)
+            return JSONResponse({"ready": False, "redis": "unreachable"}, status_code=503)
         snapshot = gw.metrics.cluster.snapshot
         nodes = worker_nodes(snapshot["workers"]).values()
         healthy = [dc for dc, quarantined in nodes if not quarantined]

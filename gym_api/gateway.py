@@ -8,13 +8,17 @@ import time
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
+import redis.exceptions
 from fastapi import HTTPException, status
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from starlette.concurrency import run_in_threadpool
 
 from gym_api.guard import RETRY
 from gym_api.metrics import Metrics
 from gym_api.models import EvaluateBody, Evaluation
 from gym_api.store import JobStore, QuotaExceeded, Tracked, Waiters
+from gym_api.sweeper import Sweeper
 from gym_common.jobs import TASK_NAME, JobRecord, JobStatus, Keys, Submission
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
@@ -31,10 +35,11 @@ CLASS_RESCAN_S = 2.0
 class ItemError(Exception):
     """One item of a submission is unusable: an HTTP status and a message that does not echo the input."""
 
-    def __init__(self, status_code: int, message: str):
+    def __init__(self, status_code: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status_code = status_code
         self.message = message
+        self.headers = headers
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,14 @@ class Gateway:
             timeout=20,
             socket_timeout=10,
             socket_connect_timeout=5,
+            # A pooled connection that Redis closed (a restart) fails its next command: send it again on a
+            # fresh one rather than answer 503 once Redis is back. Timeouts are not retried (a command may have run).
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3, (redis.exceptions.ConnectionError,)),
         )
         self.r = aioredis.Redis(connection_pool=pool)
         self.store = JobStore(self.r, self.keys, settings.job_ttl_s, settings.cache_ttl_s)
         self.waiters = Waiters(self.r, self.keys)
+        self.sweeper = Sweeper(self.r, self.store, self.send, settings.heartbeat_s)
         self.celery = make_celery(settings)
         self.problems: ProblemSet = ProblemSet(settings.problems_dir) if settings.problems_dir else bundled_problems()
         # Sets change only with a deployment: ids are listed once, problems read and checked once per process.
@@ -117,6 +126,30 @@ class Gateway:
             raise ItemError(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
         return "reference", body.reference or ""
 
+    async def check_paused(self, owner: str) -> None:
+        """Refuse every inline reference, before it is even parsed, while the key is paused for failing ones
+        (gym_common.failed_references)."""
+        left = await self.r.ttl(self.keys.reference_pause(owner))
+        if left > 0:
+            raise ItemError(
+                status.HTTP_429_TOO_MANY_REQUESTS,
+                f"this API key's inline references failed too often; it may send one again in {left} s "
+                "(the problems of GET /problems are not paused)",
+                {"Retry-After": str(left)},
+            )
+
+    async def check_reference(self, owner: str, device_class: str, reference: str) -> None:
+        """Refuse at once an inline reference that failed for this key on this class."""
+        mark = self.keys.failed_reference(owner, device_class, Problem(id="reference", source=reference).digest)
+        async with self.r.pipeline(transaction=False) as pipe:
+            reason, left = await pipe.get(mark).ttl(mark).execute()
+        if reason is not None:
+            raise ItemError(
+                status.HTTP_422_UNPROCESSABLE_CONTENT,
+                f"this reference failed on {device_class} ({reason.decode(errors='replace')}); it is refused for "
+                f"{max(1, left)} s more: fix it and send the fixed source",
+            )
+
     async def plan(self, body: EvaluateBody, owner: str) -> Planned:
         device_class = body.device_class or self.s.default_device_class
         device = "cpu" if device_class == "cpu" else "cuda"
@@ -127,7 +160,11 @@ class Gateway:
             )
         await self.check_device_class(device_class)
         options = body.options.model_copy(update={"device": device})
+        if body.problem_id is None:
+            await self.check_paused(owner)
         problem, reference = self.resolve(body)
+        if body.problem_id is None:
+            await self.check_reference(owner, device_class, reference)
         submission = Submission(
             candidate=body.candidate,
             reference=reference,
@@ -160,12 +197,13 @@ class Gateway:
                 errors.append((i, exc))
         if not errors:
             return planned
+        first = errors[0][1]
         if not indexed:
-            raise HTTPException(errors[0][1].status_code, errors[0][1].message)
+            raise HTTPException(first.status_code, first.message, first.headers)
         listed = [f"items[{i}]: {exc.message}" for i, exc in errors[:ERRORS_LISTED]]
         if len(errors) > ERRORS_LISTED:
             listed.append(f"and {len(errors) - ERRORS_LISTED} more")
-        raise HTTPException(errors[0][1].status_code, "nothing was submitted; " + "; ".join(listed))
+        raise HTTPException(first.status_code, "nothing was submitted; " + "; ".join(listed), first.headers)
 
     # -- admission --------------------------------------------------------------------------------------
     async def submit(self, bodies: list[EvaluateBody], owner: str, indexed: bool = True) -> list[Tracked]:
@@ -205,13 +243,7 @@ class Gateway:
         """Send the new jobs' tasks; if any send fails, withdraw the whole request (503)."""
         try:
             for job in jobs:
-                await run_in_threadpool(
-                    self.celery.send_task,
-                    TASK_NAME,
-                    args=[job.id],
-                    task_id=job.id,
-                    queue=self.keys.queue(job.device_class, job.priority),
-                )
+                await self.send(job)
         except Exception as exc:
             log.error("could not enqueue: %s", exc)
             for job in jobs:  # a message that did get through finds its job final and is skipped
@@ -223,6 +255,16 @@ class Gateway:
             ) from None
         for job in jobs:
             log.info("evaluation queued", extra={"evaluation_id": job.id, "owner": job.owner, "problem": job.problem})
+
+    async def send(self, job: JobRecord) -> None:
+        """The job's Celery message (its id only), on its class's queue for its priority."""
+        await run_in_threadpool(
+            self.celery.send_task,
+            TASK_NAME,
+            args=[job.id],
+            task_id=job.id,
+            queue=self.keys.queue(job.device_class, job.priority),
+        )
 
     # -- answers ----------------------------------------------------------------------------------------
     async def settle(self, tracked: Tracked, wait: float) -> Tracked:

@@ -11,6 +11,7 @@ import redis.asyncio as aioredis
 from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from starlette.routing import Match
 
 from gym_common.jobs import DURATION_BUCKETS, Keys
 
@@ -52,8 +53,19 @@ class ClusterCollector:
 
     def __init__(self) -> None:
         self.snapshot: dict[str, Any] = {}
+        self.redis_up: bool | None = None  # unknown until the first refresh
 
     async def refresh(self, r: aioredis.Redis, keys: Keys, device_classes: Iterable[str]) -> None:
+        """Take a new snapshot. If Redis does not answer, the snapshot is dropped and the error raised: a scrape
+        during an outage shows Redis down, not the figures from before it."""
+        try:
+            self.snapshot = await self._read(r, keys, device_classes)
+        except Exception:
+            self.snapshot, self.redis_up = {}, False
+            raise
+        self.redis_up = True
+
+    async def _read(self, r: aioredis.Redis, keys: Keys, device_classes: Iterable[str]) -> dict[str, Any]:
         """Read the cluster's state; record the device classes live workers serve (gym_api.gateway accepts
         submissions for those), and count the queues of every class accepted or served."""
         now = time.time()
@@ -71,7 +83,7 @@ class ClusterCollector:
             for queue in keys.queues(dc):
                 depths[queue] = await r.llen(queue)
             queued[dc] = sum(depths[q] for q in keys.queues(dc))
-        self.snapshot = {
+        return {
             "workers": workers,
             "depths": depths,
             "queued": queued,
@@ -82,6 +94,10 @@ class ClusterCollector:
         }
 
     def collect(self) -> Iterable[Metric]:
+        if self.redis_up is not None:
+            yield GaugeMetricFamily(
+                "kernelgym_redis_up", "Whether Redis answered this scrape (1) or not (0)", int(self.redis_up)
+            )
         snap = self.snapshot
         if not snap:
             return
@@ -129,6 +145,14 @@ class ClusterCollector:
         )
 
 
+def route_path(request: Request) -> str:
+    """The route's path template; for a request refused before routing (413, 415), the route it was for."""
+    route = request.scope.get("route")
+    if route is None:
+        route = next((r for r in request.app.router.routes if r.matches(request.scope)[0] == Match.FULL), None)
+    return getattr(route, "path", "unmatched")
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -153,8 +177,7 @@ class Metrics:
             code = response.status_code
             return response
         finally:
-            route = request.scope.get("route")
-            path = getattr(route, "path", "unmatched")
+            path = route_path(request)
             self.requests.labels(path, request.method, str(code)).inc()
             self.latency.labels(path, request.method).observe(time.perf_counter() - t0)
 

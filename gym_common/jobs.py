@@ -82,6 +82,26 @@ class Keys:
         """Evaluations that reached a final status, by status (done, cancelled, failed)."""
         return f"{self.p}:stats:finished"
 
+    def lease(self, job_id: str) -> str:
+        """The running job's lease, held by its worker process (gym_common.leases)."""
+        return f"{self.p}:lease:{job_id}"
+
+    def running(self) -> str:
+        """Jobs a worker took, scored by when their lease was last renewed (gym_common.leases)."""
+        return f"{self.p}:running"
+
+    def failed_reference(self, owner: str, device_class: str, digest: str) -> str:
+        """An inline reference of this owner that failed on this device class (gym_common.failed_references)."""
+        return f"{self.p}:badref:{owner}:{device_class}:{digest}"
+
+    def reference_failures(self, owner: str) -> str:
+        """How many of an owner's inline references failed within the window."""
+        return f"{self.p}:reffails:{owner}"
+
+    def reference_pause(self, owner: str) -> str:
+        """While it exists, the owner's inline references are refused (429)."""
+        return f"{self.p}:refpause:{owner}"
+
     def submission(self, submission_id: str) -> str:
         """One caller's submission: its owner and the job that evaluates it (gym_api.store)."""
         return f"{self.p}:sub:{submission_id}"

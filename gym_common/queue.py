@@ -23,6 +23,9 @@ def make_celery(settings: ServiceSettings) -> Celery:
         # (gym_common.settings.max_attempts) so a candidate that keeps killing workers ends as `crashed`.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # A running evaluation goes on through a broker outage and stores its outcome once Redis is back
+        # (gym_worker.store.persist); one whose worker dies is queued again when its lease lapses (gym_common.leases).
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         worker_prefetch_multiplier=1,
         worker_concurrency=1,  # a worker started without `kernelgym worker`, which passes --concurrency
         task_time_limit=settings.task_time_limit_s,

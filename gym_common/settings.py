@@ -67,7 +67,33 @@ class ServiceSettings(BaseSettings):
     visibility_timeout_s: int = Field(
         3_600, ge=10, description="Unacknowledged tasks of a vanished worker are redelivered after this."
     )
-    heartbeat_s: float = Field(5.0, gt=0, description="How often a worker renews its liveness key.")
+    heartbeat_s: float = Field(
+        5.0,
+        gt=0,
+        description="How often a worker renews its liveness key and its running evaluation's lease, and a gateway "
+        "looks for lapsed leases; an evaluation whose lease lapses (4 heartbeats) is queued again.",
+    )
+    result_write_retry_s: float = Field(
+        900.0,
+        gt=0,
+        description="How long a worker retries storing a finished evaluation while Redis is unreachable; past it "
+        "the evaluation's lease lapses and a gateway queues it again once Redis is back.",
+    )
+    reference_failure_ttl_s: int = Field(
+        900, ge=0, description="How long an API key's inline reference that failed is refused at once; 0: never."
+    )
+    reference_failure_window_s: int = Field(
+        3_600, ge=60, description="The window over which an API key's failed inline references are counted."
+    )
+    reference_failure_limit: int = Field(
+        2, ge=0, description="Failed inline references an API key may have in the window before it is paused."
+    )
+    reference_failure_pause_s: int = Field(
+        60,
+        ge=1,
+        description="How long a key past the limit may not send inline references; doubled with each further "
+        "failure, at most the window.",
+    )
     quarantine_after: int = Field(
         3, ge=1, description="Consecutive infrastructure faults after which a failing probe quarantines a GPU."
     )

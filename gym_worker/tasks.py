@@ -15,17 +15,22 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import celeryd_init, worker_process_init, worker_process_shutdown
 
+from gym_common.failed_references import RECORD_SCRIPT, record_call, short_reason
 from gym_common.jobs import DURATION_BUCKETS, FINAL, FINISH_SCRIPT, TASK_NAME, JobRecord, JobStatus, Keys, finish_call
+from gym_common.leases import CLAIM_SCRIPT, RELEASE_SCRIPT, lease_s
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
 from gym_worker.health import DeviceHealth, probe
 from gym_worker.run import worker_device
+from gym_worker.store import RedisTimingStore, alive, persist
 from services.device_lock import TimingSlot
 from services.errors import EvaluationCancelled, EvaluationError, InfrastructureFault, ReferenceFailed
 from services.evaluator import Evaluator, environment
@@ -35,61 +40,10 @@ from services.schema import EvalResult, Verdict
 from services.settings import EvalSettings
 
 log = logging.getLogger("kernelgym.worker")
+T = TypeVar("T")
 settings = ServiceSettings()
 app = make_celery(settings)
 node = ""  # this worker's Celery node name, set in the main process before it forks the pool
-
-
-# Take or renew a claim (KEYS[1]) for an owner (ARGV[1]) for ARGV[2] ms, unless another owner holds it.
-_CLAIM = """
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-# Drop a claim only when the owner (ARGV[1]) holds it.
-_UNCLAIM = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
-
-class RedisTimingStore:
-    """Reference timings shared by every worker of a device class (the key names the GPU and versions), and
-    the claims that let one evaluation at a time time a reference (`services.timing_cache`).
-    A Redis failure only costs a re-timing; it never fails the evaluation."""
-
-    def __init__(self, r: redis.Redis, keys: Keys, ttl_s: int):
-        self.r, self.keys, self.ttl_s = r, keys, ttl_s
-        self._claim = r.register_script(_CLAIM)
-        self._unclaim = r.register_script(_UNCLAIM)
-
-    def get(self, key: str) -> str | None:
-        try:
-            raw = self.r.get(self.keys.reference_timing(key))
-        except redis.RedisError as exc:
-            log.warning("reference timing not read: %s", exc)
-            return None
-        return raw.decode() if raw is not None else None
-
-    def put(self, key: str, value: str) -> None:
-        try:
-            self.r.set(self.keys.reference_timing(key), value, ex=self.ttl_s)
-        except redis.RedisError as exc:
-            log.warning("reference timing not stored: %s", exc)
-
-    def claim(self, key: str, owner: str, ttl_s: float) -> bool:
-        try:
-            return bool(self._claim(keys=[self.keys.reference_timing_claim(key)], args=[owner, int(ttl_s * 1000)]))
-        except redis.RedisError as exc:
-            log.warning("reference timing not claimed (timed here regardless): %s", exc)
-            return True
-
-    def unclaim(self, key: str, owner: str) -> None:
-        try:
-            self._unclaim(keys=[self.keys.reference_timing_claim(key)], args=[owner])
-        except redis.RedisError as exc:  # the claim expires on its own
-            log.warning("reference timing claim not dropped: %s", exc)
 
 
 def timing_figures(result: EvalResult) -> dict[str, object]:
@@ -137,6 +91,10 @@ class WorkerState:
         self._consume_lock = threading.Lock()
         self._prober = threading.Thread()  # the running probe of a quarantined device, if any
         self.current: str | None = None
+        self.leased: str | None = None  # the job whose lease the heartbeat renews
+        self._lease = self.r.register_script(CLAIM_SCRIPT)
+        self._release = self.r.register_script(RELEASE_SCRIPT)
+        self.record_failed_reference = self.r.register_script(RECORD_SCRIPT)
         self._stop = threading.Event()
         self._beat = threading.Thread(target=self._heartbeat, name="kg-heartbeat", daemon=True)
         self._beat.start()
@@ -159,6 +117,8 @@ class WorkerState:
                     },
                 )
                 self.r.expire(self.keys.worker(self.name), ttl)
+                if (leased := self.leased) is not None:
+                    self.lease(leased)
             except redis.RedisError as exc:
                 log.warning("heartbeat failed: %s", exc)
             self._stop.wait(self.s.heartbeat_s)
@@ -170,8 +130,26 @@ class WorkerState:
             self.r.delete(self.keys.worker(self.name))
 
     # -- one job -------------------------------------------------------------------------------------
+    def lease(self, job_id: str) -> bool:
+        """Take or renew this process's lease on a job (gym_common.leases); False while another holds it."""
+        keys = [self.keys.lease(job_id), self.keys.running()]
+        ttl_ms = int(lease_s(self.s.heartbeat_s) * 1000)
+        return bool(self._lease(keys=keys, args=[self.name, ttl_ms, repr(time.time()), job_id]))
+
+    def take_over(self, job_id: str) -> bool:
+        """Take the lease of a pool process of this host that is gone: Celery redelivers the task of a killed
+        pool process at once, and waiting for its lease to lapse would only delay it. A lease of another host's
+        process lapses, and a gateway then queues its job again (gym_common.leases)."""
+        lease = self.keys.lease(job_id)
+        holder = (self.r.get(lease) or b"").decode()
+        host, _, pid = holder.partition("@")[2].rpartition(":")
+        if host != socket.gethostname() or not pid.isdigit() or alive(int(pid)):
+            return False
+        self._release(keys=[lease], args=[holder])
+        return self.lease(job_id)
+
     def run(self, job_id: str) -> None:
-        """One delivery of a job."""
+        """One delivery of a job: run it under a lease, unless it is final or another live process holds it."""
         key = self.keys.job(job_id)
         raw = self.r.hgetall(key)
         if not raw:
@@ -183,6 +161,19 @@ class WorkerState:
         if job.cancel_requested:
             self.finish(job, JobStatus.CANCELLED)
             return
+        if not (self.lease(job_id) or self.take_over(job_id)):  # a duplicate message, or a dead worker's job
+            log.info("evaluation leased by another worker; delivery dropped", extra={"evaluation_id": job_id})
+            return
+        self.leased = job_id
+        try:
+            self.run_leased(job)
+        finally:
+            self.leased = None
+            with contextlib.suppress(redis.RedisError):  # else it lapses, and the sweeper drops it
+                self._release(keys=[self.keys.lease(job_id), self.keys.running()], args=[self.name, job_id])
+
+    def run_leased(self, job: JobRecord) -> None:
+        key = self.keys.job(job.id)
         attempts = self.r.hincrby(key, "attempts", 1)
         if attempts > self.s.max_attempts:
             text = (
@@ -192,8 +183,8 @@ class WorkerState:
             self.finish(job, JobStatus.DONE, self.crashed(job, text))
             return
         self.r.hset(key, mapping={"status": JobStatus.RUNNING.value, "started": repr(time.time()), "worker": self.name})
-        log.info("evaluation started", extra={"evaluation_id": job_id, "attempt": attempts})
-        self.current = job_id
+        log.info("evaluation started", extra={"evaluation_id": job.id, "attempt": attempts})
+        self.current = job.id
         self.slot.reset()
         watcher = threading.Thread(target=self._watch_cancel, args=(key,), daemon=True)
         watcher.start()
@@ -202,23 +193,61 @@ class WorkerState:
             outcome = self.evaluate(job)
         finally:
             self.current = None
-        cancelled = self.r.hget(key, "cancel") == b"1"
+        cancelled = persist(self.s.result_write_retry_s, job.id, lambda: self.r.hget(key, "cancel") == b"1")
+        status, error = self.conclude(job, outcome, cancelled, time.monotonic() - t0)
+        self.log_finished(job, outcome, status, error)
+
+    def conclude(
+        self, job: JobRecord, outcome: EvalResult | EvaluationError, cancelled: bool, seconds: float
+    ) -> tuple[JobStatus, str]:
+        """Store the outcome, waiting out a Redis outage; returns the status and the reason of a failure."""
+
+        def store(write: Callable[[], T]) -> T:
+            return persist(self.s.result_write_retry_s, job.id, write)
+
         if cancelled:
-            self.finish(job, JobStatus.CANCELLED)
-        elif isinstance(outcome, EvalResult):
+            store(lambda: self.finish(job, JobStatus.CANCELLED))
+            return JobStatus.CANCELLED, ""
+        if isinstance(outcome, EvalResult):
             self.health.ok()
-            if self.finish(job, JobStatus.DONE, outcome):
-                self.record_stats(outcome, time.monotonic() - t0)
+            result = outcome
+            if store(lambda: self.finish(job, JobStatus.DONE, result)):
+                store(lambda: self.record_stats(result, seconds))
+            return JobStatus.DONE, ""
+        reference_failed = isinstance(outcome, ReferenceFailed)
+        if reference_failed:
+            error = f"the reference failed: {outcome}"
         else:
-            self.finish(job, JobStatus.FAILED, error=f"the service could not evaluate this request: {outcome}")
-            if isinstance(outcome, InfrastructureFault) and self.s.device_class != "cpu" and self.health.fault():
-                self.follow_quarantine()
-        log.info(
+            error = f"the service could not evaluate this request: {outcome}"
+        if store(lambda: self.finish(job, JobStatus.FAILED, error=error)) and reference_failed:
+            store(lambda: self.remember_failed_reference(job, str(outcome)))
+        if isinstance(outcome, InfrastructureFault) and self.s.device_class != "cpu" and self.health.fault():
+            self.follow_quarantine()
+        return JobStatus.FAILED, error
+
+    def remember_failed_reference(self, job: JobRecord, reason: str) -> None:
+        """Inline references only (gym_common.failed_references): the problem set's own are the operator's."""
+        if job.request.problem_id is not None:
+            return
+        digest = Problem(id=job.problem, source=job.reference_source).digest
+        keys, args = record_call(self.keys, self.s, job.owner, job.device_class, digest, reason)
+        if pause := self.record_failed_reference(keys=keys, args=args):
+            log.warning("API key paused: its references keep failing", extra={"owner": job.owner, "pause_s": pause})
+
+    def log_finished(
+        self, job: JobRecord, outcome: EvalResult | EvaluationError, status: JobStatus, error: str
+    ) -> None:
+        level = logging.WARNING if status is JobStatus.FAILED else logging.INFO
+        log.log(
+            level,
             "evaluation finished",
             extra={
-                "evaluation_id": job_id,
+                "evaluation_id": job.id,
                 "problem_id": job.problem,
-                "cancelled": cancelled,
+                "status": status.value,
+                **({"error": short_reason(error), "error_type": type(outcome).__name__} if error else {}),
+                "verdict": outcome.verdict.value if isinstance(outcome, EvalResult) else None,
+                "cancelled": status is JobStatus.CANCELLED,
                 "timing_slot_wait_s": round(self.slot.waited_s, 3),
                 "timing_slot_held_s": round(self.slot.held_s, 3),
                 "timing_slot_drain_s": round(self.slot.drained_s, 3),

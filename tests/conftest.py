@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -61,19 +63,26 @@ WORKER_ENV = {
 }
 
 
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory) -> Iterator:
-    """Redis, a development-mode gateway and two CPU workers, shared by the API tests."""
+@contextmanager
+def service_stack(workdir: Path, workers: int = 2) -> Iterator:
+    """Redis, a development-mode gateway and `workers` CPU workers, each its own process."""
     from kernelgym.stack import LocalStack
 
     # `h100` is accepted with no worker serving it: the tests use it to hold evaluations queued.
     env = {**WORKER_ENV, "KERNELGYM_DEVICE_CLASSES": '["h100"]'}
-    with LocalStack(tmp_path_factory.mktemp("stack"), env=env) as s:
+    with LocalStack(workdir, env=env) as s:
         s.start_redis()
         s.start_gateway()
-        s.start_worker()
-        s.start_worker()
-        s.wait_ready(workers=2)
+        for _ in range(workers):
+            s.start_worker()
+        s.wait_ready(workers=workers)
+        yield s
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory) -> Iterator:
+    """The stack shared by the API tests."""
+    with service_stack(tmp_path_factory.mktemp("stack")) as s:
         yield s
 
 

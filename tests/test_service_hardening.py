@@ -21,6 +21,7 @@ import pytest
 import redis
 from helpers import bundled_source, unique
 
+from gym_api.app import ITEM_MAX_BYTES
 from gym_client import KernelGymClient, KernelGymError
 from kernelgym.stack import LocalStack, free_port
 
@@ -296,3 +297,57 @@ def test_the_readmes_python_client_example_runs_as_written(stack):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[0] == "passed"
+
+
+# -- rejected requests are counted; failed references cost their key -------------------------------------------
+def test_refused_bodies_are_counted_in_the_request_metrics(stack):
+    def count(code: int) -> float:
+        text = httpx.get(stack.base_url + "/metrics", timeout=30).text
+        return metric(text, f'kernelgym_http_requests_total{{code="{code}",method="POST",route="/evaluate"}}')
+
+    before = count(413), count(415)
+    too_large = b"x" * (ITEM_MAX_BYTES + 1)
+    json_type = {"content-type": "application/json"}
+    assert httpx.post(stack.base_url + "/evaluate", content=too_large, headers=json_type, timeout=30).status_code == 413
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    assert httpx.post(stack.base_url + "/evaluate", content=b"a=1", headers=form, timeout=30).status_code == 415
+    assert (count(413), count(415)) == (before[0] + 1, before[1] + 1)
+
+
+def worker_lines(stack: LocalStack, evaluation_id: str) -> list[dict]:
+    lines = []
+    for path in stack.dir.glob("worker*.log"):
+        text = path.read_text(errors="replace")
+        lines += [json.loads(x) for x in text.splitlines() if x.startswith("{") and evaluation_id in x]
+    return lines
+
+
+def test_a_failed_reference_is_refused_at_once_for_its_key_and_failing_keys_are_paused(two_keys, stack, problems):
+    _, a, b = two_keys
+    candidate = bundled_source(RELU)
+    base = problems.load(RELU).source + "\n\ndef get_init_inputs():\n    raise ValueError('no inputs')\n"
+    broken = [f"{base}\n# {uuid.uuid4().hex}\n" for _ in range(3)]
+    first = a.evaluate(candidate, reference=broken[0], wait=120)
+    assert first.status == "failed" and first.error.startswith("the reference failed"), first.raw
+    job = redis.Redis.from_url(stack.redis_url).hget(f"kg:sub:{first.id}", "job").decode()
+    (finished,) = [x for x in worker_lines(stack, job) if x["message"] == "evaluation finished"]
+    assert finished["status"] == "failed" and finished["error"].startswith("the reference failed")
+    # The same reference from the same key is refused before it runs; another key's runs (and fails on its own).
+    with pytest.raises(KernelGymError) as refused:
+        a.evaluate(unique(candidate), reference=broken[0], wait=0)
+    assert refused.value.status_code == 422 and "this reference failed on cpu" in str(refused.value)
+    assert b.evaluate(candidate, reference=broken[0], wait=120).status == "failed"
+    # Past two failures in the window, the key sends no inline reference for a while; its problem ids still go.
+    for reference in broken[1:]:
+        assert a.evaluate(candidate, reference=reference, wait=120).status == "failed"
+    with pytest.raises(KernelGymError) as paused:
+        a.evaluate(unique(candidate), reference=problems.load(RELU).source, wait=0)
+    assert paused.value.status_code == 429 and 0 < paused.value.retry_after <= 60, paused.value
+    assert "failed too often" in str(paused.value)
+    held = [
+        a.evaluate(unique(candidate), problem_id=RELU, device_class="h100", wait=0),
+        b.evaluate(unique(candidate), reference=problems.load(RELU).source, device_class="h100", wait=0),
+    ]
+    assert [e.status for e in held] == ["queued", "queued"]
+    a.cancel(held[0].id)
+    b.cancel(held[1].id)
