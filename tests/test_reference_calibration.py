@@ -2,16 +2,20 @@
 different inputs as the reference's do (an argmax over few choices) passes, with the replay check stood down in
 the record and the feedback; the reference itself, passed through a Triton copy into a fresh tensor, passes the
 output-dependence check although its own intermediates leave the right values in the allocator's blocks.
+The honest kernels of bench/kernels/calibration (outputs easy to get wrong: integer and bool, a few elements, exact
+zeros, values that hardly depend on the inputs, an in-place reference) and of KernelBench's level-1 problems 94-100
+(at reduced sizes; skipped where .kb/KernelBench is absent, as its files are never committed) pass.
 CPU mode: real kernels through the Triton interpreter."""
 
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from services.parent.defences import repeated_seeds
-from services.problems import Problem
+from services.problems import Problem, ProblemSet
 from services.schema import EvalOptions, EvalResult, Verdict
 
 CPU = EvalOptions(device="cpu")
@@ -179,3 +183,59 @@ def test_the_determinism_check_stands_down_where_the_reference_varies_itself(eva
     [check] = [c for c in result.checks if c.name == "deterministic"]
     assert check.stood_down and check.passed and check.measured["mismatched_elements"] == 64
     assert "deterministic" in result.feedback
+
+
+ROOT = Path(__file__).resolve().parent.parent
+CALIBRATION_PROBLEMS = ProblemSet(ROOT / "bench" / "problems" / "calibration")
+CALIBRATION_KERNELS = ROOT / "bench" / "kernels" / "calibration"
+KERNELBENCH = ROOT / ".kb" / "KernelBench"  # fetched, never committed
+KERNELBENCH_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
+
+# KernelBench's size globals, published -> small enough for the interpreter, and not powers of two, so the
+# kernels' masks are exercised. HingeLoss broadcasts its (batch,) targets along the rows: its batch must equal its
+# row length.
+REDUCED_SIZES = {
+    "level1/94_MSELoss": {"batch_size = 32768": "batch_size = 300", "input_shape = (32768,)": "input_shape = (777,)"},
+    "level1/95_CrossEntropyLoss": {"batch_size = 32768": "batch_size = 40", "num_classes = 4096": "num_classes = 600"},
+    "level1/96_HuberLoss": {"batch_size = 32768": "batch_size = 300", "input_shape = (32768,)": "input_shape = (777,)"},
+    "level1/97_ScaledDotProductAttention": {
+        "batch_size = 32": "batch_size = 1",
+        "num_heads = 32": "num_heads = 2",
+        "sequence_length = 512": "sequence_length = 33",
+        "embedding_dimension = 1024": "embedding_dimension = 40",
+    },
+    "level1/98_KLDivLoss": {
+        "batch_size = 8192 * 2": "batch_size = 96",
+        "input_shape = (8192 * 2,)": "input_shape = (1000,)",
+    },
+    "level1/99_TripletMarginLoss": {
+        "batch_size = 32768": "batch_size = 40",
+        "input_shape = (8192,)": "input_shape = (600,)",
+    },
+    "level1/100_HingeLoss": {
+        "batch_size = 32768": "batch_size = 100",
+        "input_shape = (32768,)": "input_shape = (100,)",
+    },
+}
+
+
+@pytest.mark.parametrize("name", CALIBRATION_PROBLEMS.ids())
+def test_the_honest_kernel_of_each_output_easy_to_get_wrong_passes(evaluator, name):
+    candidate = (CALIBRATION_KERNELS / f"{name}.py").read_text()
+    result = evaluator.evaluate(CALIBRATION_PROBLEMS.load(name), candidate, CPU)
+    assert result.verdict is Verdict.PASSED, result.feedback
+    if name == "inplace_axpy":  # its inputs are compared with the reference's, changed alike
+        checks = [c for c in result.checks if c.name == "inputs_unchanged"]
+        assert checks and all(c.passed and "in-place reference" in c.detail for c in checks)
+
+
+@pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="KernelBench's problems are not fetched into .kb/KernelBench")
+@pytest.mark.parametrize("problem_id", sorted(REDUCED_SIZES))
+def test_the_honest_kernel_of_kernelbench_level1_94_to_100_passes_at_a_reduced_size(evaluator, problem_id):
+    source = ProblemSet(KERNELBENCH).load(problem_id).source
+    for published, reduced in REDUCED_SIZES[problem_id].items():
+        assert source.count(f"\n{published}\n") == 1, f"{problem_id}: no line {published!r} to reduce"
+        source = source.replace(f"\n{published}\n", f"\n{reduced}\n")
+    candidate = (KERNELBENCH_KERNELS / f"{problem_id}.py").read_text()
+    result = evaluator.evaluate(Problem(f"{problem_id}_reduced", source), candidate, CPU)
+    assert result.verdict is Verdict.PASSED, result.feedback
