@@ -50,7 +50,14 @@ def train(cfg: Any) -> Path:
     (out / "config.json").write_text(cfg.model_dump_json(indent=2))
     model, tokenizer = load_pretrained(cfg.model, cfg.gguf_file, cfg.dtype, cfg.device)
     policy = LocalPolicy(
-        model, tokenizer, cfg.device, cfg.temperature, cfg.top_p, cfg.max_new_tokens, cfg.rollout_dtype
+        model,
+        tokenizer,
+        cfg.device,
+        cfg.temperature,
+        cfg.top_p,
+        cfg.max_new_tokens,
+        cfg.rollout_dtype,
+        cfg.generate_batch_size,
     )
     optimizer = make_optimizer(cfg, model.parameters())
     service = cfg.service

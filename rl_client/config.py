@@ -64,6 +64,7 @@ class TrainConfig(TurnFiltering):
     samples_per_prompt: int = Field(16, ge=1)
     max_turns: int = Field(3, ge=1)
     max_new_tokens: int = Field(8192, ge=1)
+    generate_batch_size: int = Field(16, ge=1, description="Answers sampled together (left-padded).")
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     feedback_chars: int = Field(2000, ge=100)

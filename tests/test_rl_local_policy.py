@@ -32,6 +32,16 @@ def ratio(policy: LocalPolicy) -> tuple[torch.Tensor, torch.Tensor, float]:
     return rollout, train, result.ratio[0].item()
 
 
+def test_a_batch_of_prompts_of_different_lengths_samples_as_one_prompt_alone_would():
+    policy = tiny_policy(top_p=1.0)
+    histories = [MESSAGES, [MESSAGES[0], {"role": "user", "content": "a much longer request for a kernel"}], MESSAGES]
+    _, samples = policy.generate(histories)
+    assert len({len(s.prompt_ids) for s in samples}) == 2  # left padding in the batch
+    with torch.no_grad():
+        for s in samples:  # the padded batch's log-probs are those of each sequence on its own
+            assert torch.allclose(s.rollout_logprobs, policy.token_logprobs(s), atol=1e-5)
+
+
 def test_top_p_sampling_is_not_a_mismatch():
     # top_p 0.3 on a near-uniform tiny model filters most of the vocabulary: log-probs taken after the filter
     # would be log(1/0.3) larger per token, and MRS would reject every trajectory.

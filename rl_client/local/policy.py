@@ -46,6 +46,7 @@ class LocalPolicy:
         top_p: float,
         max_new_tokens: int,
         rollout_dtype: str | None = None,
+        batch_size: int = 16,
     ):
         """With `rollout_dtype` (e.g. "bfloat16" while `model` trains in float32) answers are sampled from a copy of
         the weights in that dtype, refreshed by `sync()`: the rollout engine and the trainer then disagree a little,
@@ -56,6 +57,7 @@ class LocalPolicy:
         self.temperature = temperature
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
         self.sampler = model
         if rollout_dtype is not None and getattr(torch, rollout_dtype) != next(model.parameters()).dtype:
             self.sampler = copy.deepcopy(model).to(getattr(torch, rollout_dtype))
@@ -75,34 +77,44 @@ class LocalPolicy:
 
     @torch.no_grad()
     def generate(self, histories: list[list[dict[str, str]]]) -> tuple[list[str], list[Sample]]:
+        """One sampled answer per history, `batch_size` histories at a time (left-padded)."""
         answers, samples = [], []
         self.sampler.eval()
+        prompts = [self.prompt_ids(messages) for messages in histories]
+        for start in range(0, len(prompts), self.batch_size):
+            for prompt, response, logprobs in self._sample(prompts[start : start + self.batch_size]):
+                samples.append(Sample(prompt, response, logprobs))
+                answers.append(self.tokenizer.decode(response, skip_special_tokens=True))
+        return answers, samples
+
+    def _sample(self, prompts: list[list[int]]) -> list[tuple[list[int], list[int], torch.Tensor]]:
         eos = self.tokenizer.eos_token_id
-        for messages in histories:
-            prompt = self.prompt_ids(messages)
-            out = self.sampler.generate(
-                torch.tensor([prompt], device=self.device),
-                attention_mask=torch.ones(1, len(prompt), dtype=torch.long, device=self.device),
-                do_sample=True,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                top_k=0,
-                max_new_tokens=self.max_new_tokens,
-                output_logits=True,
-                return_dict_in_generate=True,
-                pad_token_id=self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos,
-            )
-            response = out.sequences[0, len(prompt) :].tolist()
+        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        width = max(map(len, prompts))
+        out = self.sampler.generate(
+            torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device),
+            attention_mask=torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device),
+            do_sample=True,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=0,
+            max_new_tokens=self.max_new_tokens,
+            output_logits=True,
+            return_dict_in_generate=True,
+            pad_token_id=pad,
+        )
+        results = []
+        for row, prompt in enumerate(prompts):
+            response = out.sequences[row, width:].tolist()
             if eos is not None and eos in response:
                 response = response[: response.index(eos) + 1]
             # The raw logits at the sampling temperature: the distribution `token_logprobs` trains on. The scores
             # after top-p filtering would give every kept token a larger probability than training sees, and MRS
             # would reject every trajectory.
-            logits = torch.stack([s[0] for s in out.logits[: len(response)]]).float()
+            logits = torch.stack([step[row] for step in out.logits[: len(response)]]).float()
             logprobs = tempered_logprobs(logits, self.temperature, torch.tensor(response, device=logits.device))
-            samples.append(Sample(prompt, response, logprobs.cpu()))
-            answers.append(self.tokenizer.decode(response, skip_special_tokens=True))
-        return answers, samples
+            results.append((prompt, response, logprobs.cpu()))
+        return results
 
     def token_logprobs(self, sample: Sample) -> torch.Tensor:
         """Log-probabilities of the response tokens under the current weights (with gradient if enabled), at the
