@@ -2,7 +2,7 @@
 
 Each child is a fresh `python -m services.child`, or a process forked by the zygote that has already done its
 imports (services.zygote; `EvalSettings.fork_children`), in its own session, with every process it starts
-contained (services.child.boot: a PID namespace or a subreaper, and signals to itself only) and killed with it
+kept below it (a subreaper), able to signal only itself (services.child.boot) and killed with it
 (`Child.kill`), with a scrubbed environment, a private temporary directory as HOME, cwd and Triton
 cache, resource limits, and one supervisor thread in the parent process that enforces every child's host
 memory and process-count limits from outside (limits set inside a child can be raised again by a root child).
@@ -75,7 +75,7 @@ def _process_trees(roots: set[int]) -> dict[int, list[int]]:
     """Each root in `roots` with every live descendant it has (zombies left out: they run nothing), in one pass
     over /proc (a pass reads every process's stat, milliseconds on a busy host). Descendants by parent links, not
     by session: a process that calls `setsid` leaves its session, never its ancestry, and a child is a subreaper
-    or its namespace's init is its own (services.child.boot), so an orphan stays below it."""
+    (services.child.boot), so an orphan stays below it."""
     children: dict[int, list[int]] = {}
     live: set[int] = set()
     for entry in os.listdir("/proc"):
@@ -198,7 +198,6 @@ class Child:
         self.nonce: str | None = None
         self.network = "unknown"
         self.containment = "unknown"
-        self.reaper = 0
         self._seq = self._posted = 0  # replies received, commands sent
         self.jobs = 0  # jobs started in it: more than one only for a kept reference child
         self._violation: str | None = None
@@ -252,8 +251,6 @@ class Child:
             raise channel.ProtocolError(f"the child speaks {header.get('protocol')!r:.60}, not {PROTOCOL_VERSION}")
         self.network = str(header.get("network", "unknown"))
         self.containment = f"{header.get('processes', 'unknown')}; signals: {header.get('signals', 'unknown')}"
-        # Its PID namespace's init, started by trusted code before the child said it was ready.
-        self.reaper = int(header.get("reaper") or 0)
         self._ready = True
         if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it
             _SEED.take(os.path.join(self.tmpdir, TRITON_CACHE))
@@ -344,8 +341,7 @@ class Child:
     def kill(self) -> None:
         """Kill the child and every process below it, those that left its session included: stopped first, so
         that it forks nothing more and, a subreaper, keeps the orphans of the descendants killed below it; then
-        its descendants, again until none is left (each pass may find what a dying one had just forked); then it.
-        Its PID namespace's reaper is among them, whose death kills the whole namespace."""
+        its descendants, again until none is left (each pass may find what a dying one had just forked); then it."""
         pid = self.proc.pid
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGSTOP)
@@ -360,8 +356,8 @@ class Child:
             os.kill(pid, signal.SIGKILL)
 
     def descendants(self) -> list[int]:
-        """The live processes below the child that its own code started (its namespace's reaper left out)."""
-        return [p for p in process_tree(self.proc.pid)[1:] if p != self.reaper]
+        """The live processes below the child, in its session or not."""
+        return process_tree(self.proc.pid)[1:]
 
     def threads(self) -> set[int]:
         return thread_ids(self.proc.pid)
@@ -390,9 +386,8 @@ class Child:
         _SUPERVISOR.reap(self)
 
     def enforce_limits(self, pids: list[int]) -> None:
-        """From the supervisor: kill the child when its processes (`pids`: it and everything below it, its
-        namespace's reaper left out) are over the memory or process limit."""
-        pids = [p for p in pids if p != self.reaper]
+        """From the supervisor: kill the child when its processes (`pids`: it and everything below it) are over
+        the memory or process limit."""
         limit_mb = self.settings.memory_limit_mb
         rss = sum(_rss_mb(p) for p in pids)
         if rss > limit_mb:

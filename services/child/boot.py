@@ -17,8 +17,6 @@ import ctypes
 import errno
 import os
 import resource
-import shutil
-import signal
 import sys
 
 
@@ -113,39 +111,17 @@ def _confine_signals() -> str:
     return "seccomp"
 
 
-def _reaper_namespace() -> tuple[str, int]:
-    """Put every process this one starts into a PID namespace of its own, whose init is a trusted reaper: a
-    process there sees and signals nothing outside it, and when the reaper dies (with this process, by its
-    parent-death signal, or killed by the parent with this process's other descendants) the kernel kills every
-    process in it, a `setsid` grandchild included. This process stays in the worker's namespace: CUDA IPC, which
-    the parent's buffers use, fails across PID namespaces. Needs CAP_SYS_ADMIN (root, or the user namespace the
-    network's isolation may have entered); must run single-threaded. What was done, and the reaper's pid (0:
-    none; this process is then a subreaper, which keeps its orphaned descendants its own)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, CLONE_NEWPID = 36, 1, 0x20000000
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    if libc.unshare(CLONE_NEWPID) != 0:
-        return f"subreaper (pid namespace: {errno.errorcode.get(ctypes.get_errno(), '?')})", 0
-    alive_r, alive_w = os.pipe()
-    sleep = shutil.which("sleep") or "/bin/sleep"
-    pid = os.fork()
-    if pid == 0:  # pid 1 of the new namespace
-        try:
-            os.close(alive_w)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            os.set_blocking(alive_r, False)
-            try:
-                if os.read(alive_r, 1) == b"":  # this process's parent died before the signal was armed
-                    os._exit(0)
-            except BlockingIOError:
-                pass
-            os.closerange(0, 65536)
-            os.execv(sleep, [sleep, "infinity"])  # as init it ignores every signal from inside; reaps nothing
-        finally:
-            os._exit(1)
-    os.close(alive_r)
-    os.set_inheritable(alive_w, False)  # held for life: its end-of-file would tell the reaper this one died
-    return "pid namespace", pid
+def _keep_descendants() -> str:
+    """Make this process a subreaper: a process it starts that loses its parent (the middle of a fork, `setsid`,
+    fork) is reparented to it, not to the host's init, so everything it started stays below it while it lives and
+    dies with it (services.sandbox.Child.kill); once it is gone, its orphans go to the zygote, which kills them.
+    Not a PID namespace: one made for its children fails every later thread it starts (clone with CLONE_THREAD
+    returns EINVAL while its children's namespace is not its own), and one it is in itself fails CUDA IPC, which
+    the parent's buffers use (cudaErrorOperatingSystem, measured on an H100)."""
+    PR_SET_CHILD_SUBREAPER = 36
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        return f"none (subreaper: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+    return "subreaper"
 
 
 def _hide_devices() -> int:
@@ -283,7 +259,7 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     stage("isolating the network")
     network = _isolate_network()
     stage("containing the processes it will start")
-    processes, reaper = _reaper_namespace()
+    processes = _keep_descendants()
     signals = _confine_signals()
     if device == "compiler" and _hide_devices():
         raise RuntimeError("a compiler child must see no GPU")
@@ -317,7 +293,7 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     stage("ready")
     from services.child.runtime import Runtime
 
-    ready = Ready(pid=os.getpid(), network=network, processes=processes, signals=signals, reaper=reaper)
+    ready = Ready(pid=os.getpid(), network=network, processes=processes, signals=signals)
     channel.send(out_fd, reply_header(ready))
     header, _ = channel.recv(in_fd)
     job = parse_command(header)

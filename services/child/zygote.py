@@ -104,8 +104,8 @@ def _reap(sock: socket.socket, forked: set[int]) -> None:
 
 def _kill_strays(forked: set[int]) -> None:
     """The zygote is a subreaper: the orphaned descendants of a child that died are reparented to it. It forked
-    none of them, so they are what a child's code left behind (a `setsid` grandchild where the child had no PID
-    namespace of its own): killed. Their own children come to it in turn, and go the same way when it reaps them."""
+    none of them, so they are what a child's code left behind (a `setsid` grandchild of a child that exited):
+    killed. Their own children come to it in turn, and go the same way when it reaps them."""
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) in forked:

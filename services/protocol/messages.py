@@ -181,9 +181,8 @@ class Ready:
 
     pid: int
     network: str
-    processes: str = "unknown"  # how its descendants are contained (services.child.boot._reaper_namespace)
+    processes: str = "unknown"  # how its descendants are kept below it (services.child.boot._keep_descendants)
     signals: str = "unknown"  # whether it can signal only itself (services.child.boot._confine_signals)
-    reaper: int = 0  # its PID namespace's init, one of its descendants: trusted, not counted as the child's
     protocol: str = PROTOCOL_VERSION
     msg: Literal["ready"] = "ready"
 
