@@ -8,10 +8,7 @@ import time
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
-import redis.exceptions
 from fastapi import HTTPException, status
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
 from starlette.concurrency import run_in_threadpool
 
 from gym_api.guard import RETRY
@@ -19,6 +16,7 @@ from gym_api.metrics import Metrics
 from gym_api.models import EvaluateBody, Evaluation
 from gym_api.store import JobStore, QuotaExceeded, Tracked, Waiters
 from gym_api.sweeper import Sweeper
+from gym_common.connections import async_retry
 from gym_common.jobs import TASK_NAME, JobRecord, JobStatus, Keys, Submission
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
@@ -66,9 +64,7 @@ class Gateway:
             timeout=20,
             socket_timeout=10,
             socket_connect_timeout=5,
-            # A pooled connection that Redis closed (a restart) fails its next command: send it again on a
-            # fresh one rather than answer 503 once Redis is back. Timeouts are not retried (a command may have run).
-            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3, (redis.exceptions.ConnectionError,)),
+            retry=async_retry(),
         )
         self.r = aioredis.Redis(connection_pool=pool)
         self.store = JobStore(self.r, self.keys, settings.job_ttl_s, settings.cache_ttl_s)

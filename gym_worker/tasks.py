@@ -23,6 +23,7 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import celeryd_init, worker_process_init, worker_process_shutdown
 
+from gym_common.connections import sync_retry
 from gym_common.failed_references import RECORD_SCRIPT, record_call, short_reason
 from gym_common.jobs import DURATION_BUCKETS, FINAL, FINISH_SCRIPT, TASK_NAME, JobRecord, JobStatus, Keys, finish_call
 from gym_common.leases import CLAIM_SCRIPT, RELEASE_SCRIPT, lease_s
@@ -67,7 +68,7 @@ class WorkerState:
 
     def __init__(self, service: ServiceSettings, eval_settings: EvalSettings):
         self.s = service
-        self.r = redis.Redis.from_url(service.redis_url)
+        self.r = redis.Redis.from_url(service.redis_url, retry=sync_retry())
         self.keys = Keys(service.key_prefix)
         self.finish_script = self.r.register_script(FINISH_SCRIPT)
         self.device = worker_device(service)

@@ -70,8 +70,13 @@ def worker_log_lines(stack: LocalStack) -> list[dict]:
 
 def test_an_evaluation_that_finishes_while_redis_is_down_is_stored_when_it_is_back(stack, gym):
     ev = gym.evaluate(unique(relu_candidate(SLOW)), problem_id=RELU, wait=0)
-    wait_until_running(gym, ev.id)
     job_id = job_of(stack, ev.id)
+    r = redis.Redis.from_url(stack.redis_url)
+    deadline = time.monotonic() + 120
+    while r.hget(f"kg:job:{job_id}", "status") != b"running":
+        fields = ("status", "attempts", "worker", "started", "finished", "error")
+        assert time.monotonic() < deadline, dict(zip(fields, r.hmget(f"kg:job:{job_id}", fields), strict=True))
+        time.sleep(0.1)
     stack.stop_redis()
     try:
         deadline = time.monotonic() + 180
@@ -105,8 +110,11 @@ def test_after_a_redis_restart_every_request_is_answered_and_nothing_internal_sh
         assert "kernelgym_redis_up 0.0" in metrics
         assert "kernelgym_queue_depth" not in metrics and "kernelgym_workers_alive" not in metrics  # nothing stale
         stack.start_redis()
+        # Sent at once: the worker's pooled connections were closed too, and its task reads its job on one.
+        after = gym.evaluate(unique(bundled_source(RELU)), problem_id=RELU, wait=0)
         codes = list(pool.map(one, range(60)))
     assert codes.count(503) == 0 and set(codes) <= {200, 202}, codes
     metrics = httpx.get(stack.base_url + "/metrics", timeout=30).text
     assert "kernelgym_redis_up 1.0" in metrics and 'kernelgym_queue_depth{queue="kg.h100.normal"}' in metrics
     assert str(stack.redis_port) not in httpx.get(stack.base_url + "/readyz", timeout=30).text
+    assert gym.wait(after.id, timeout=120).verdict == "passed"
