@@ -52,10 +52,10 @@ a mode costs minutes less on a GPU, where timing a reference takes 5 processes).
 pass: the batch meets references nobody has timed, as an RL step does when its prompts are new, and one evaluation
 per problem times each reference (in several processes) while that problem's other candidates wait for its figure.
 Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went), one JSON line
-per mode (evaluations per minute, verdicts, phase medians, the share of the wall time the timing slot was held
-and the median wait for it, the host's CPU use during the batch, the requests to the children by kind,
-per-problem speedups) and a summary: the ratio to serial and, per problem, how far the pipelined median speedup is
-from the serial one.
+per mode (evaluations per minute, verdicts, phase medians, each stage's share of the evaluations' time, the
+share of the wall time the timing slot was held and the median wait for it, the host's CPU use during the batch,
+the requests to the children by kind, per-problem speedups) and a summary: the ratio to serial and, per problem,
+how far the pipelined median speedup is from the serial one.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +89,9 @@ PHASES = (
     *("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"),  # the hold, by part
     *("start_ready_wait", "start_drain"),  # what `start` waited for
 )
+# The stages of services.evaluator that do not overlap (`compile` is taken out of `correctness`; `first_call`
+# includes the compile, the `timing_*` parts are inside `timing`): each one's share of the evaluations' time.
+STAGES = ("start", "load", "precompile", "compile", "correctness", "timing", "profile", "dependence")
 
 
 def workload(problem_dir: Path | None, kernel_dir: Path = KB_KERNELS, only: str | None = None) -> list[dict]:
@@ -218,15 +222,32 @@ def requests_by_kind(slot: list[dict]) -> dict:
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]["s_median"]))
 
 
-def not_passed(jobs: list[tuple[str, dict]], finished: list) -> list[dict]:
-    """Each evaluation whose outcome is not the one its candidate should get (passed for an honest one, incorrect
-    for a `--wrong` one): its label, status or verdict, and the first lines of why, so that a failing mode says
-    what failed without its logs."""
+def expected_outcome(label: str) -> str:
+    """The verdict a candidate of this bench should get: incorrect for a `--wrong` one, else passed."""
+    return "incorrect" if label.endswith(WRONG_LABEL) else "passed"
+
+
+def not_passed(
+    jobs: list[tuple[str, dict]], finished: list, expected: Callable[[str], str] = expected_outcome
+) -> list[dict]:
+    """Each evaluation whose outcome is not the one its candidate should get (`expected` of its label): its label,
+    status or verdict, and the first lines of why, so that a failing mode says what failed without its logs."""
     return [
         {"label": label, "outcome": e.verdict or e.status, "why": e.feedback[:400]}
         for (label, _), e in zip(jobs, finished, strict=True)
-        if e.verdict != ("incorrect" if label.endswith(WRONG_LABEL) else "passed")
+        if e.verdict != expected(label)
     ]
+
+
+def stage_shares(results: list[dict]) -> dict:
+    """Each stage's share of the evaluations' own time (their `total` phases summed), `other` for what no stage
+    covers (the static triage, closing the children), and that time in seconds as `evaluations_s`."""
+    total = sum(r["phases"].get("total", 0.0) for r in results)
+    if total <= 0:
+        return {}
+    shares = {s: round(sum(r["phases"].get(s, 0.0) for r in results) / total, 4) for s in STAGES}
+    shares = {s: v for s, v in shares.items() if v > 0}
+    return {**shares, "other": round(1 - sum(shares.values()), 4), "evaluations_s": round(total, 1)}
 
 
 def precompile_passes(slot: list[dict]) -> dict | None:
@@ -280,9 +301,13 @@ def run_mode(
     env: dict,
     references: dict[bytes, tuple[bytes, int]],
     gpus: int = 1,
+    batch: Callable[[KernelGymClient], list[tuple[str, dict]]] | None = None,
+    expected: Callable[[str], str] = expected_outcome,
 ) -> dict:
     """One mode on a fresh stack with a worker on each of `gpus` GPUs. `references`: reference timings to start
-    from, filled with the ones this mode stored when it is empty and --share-references is on."""
+    from, filled with the ones this mode stored when it is empty and --share-references is on. `batch`: the
+    counted submissions with their labels (default: `per_problem` honest and `--wrong` wrong ones per problem);
+    `expected`: the verdict a label should get."""
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
     began = time.monotonic()
@@ -309,7 +334,7 @@ def run_mode(
                     references.update(stored_references(stack))
                 wait_warm(stack, args.warm_children)
             progress(name, "warm children ready", began)
-            jobs = submissions(gym, problems, per_problem, args.wrong, args.order)
+            jobs = batch(gym) if batch else submissions(gym, problems, per_problem, args.wrong, args.order)
             before = {name: len(entries) for name, entries in finished_entries(stack.dir).items()}
             cpu_before = host_cpu()
             t0 = time.monotonic()
@@ -342,7 +367,7 @@ def run_mode(
         "per_minute_per_gpu": round(60 * len(jobs) / wall / gpus, 2),
         "verdicts": verdicts,
         "verdicts_by_problem": dict(sorted(by_problem.items())),
-        "not_passed": not_passed(jobs, finished),
+        "not_passed": not_passed(jobs, finished, expected),
         "host_cpu_busy": cpu_busy(cpu_before, cpu_after),
         "timing_slot": {  # busy_fraction: per GPU (each has its own slot)
             "busy_fraction": round(sum(e["timing_slot_held_s"] for e in slot) / wall / gpus, 3),
@@ -361,6 +386,7 @@ def run_mode(
         "precompile": precompile_passes(slot),
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
+        "stage_share": stage_shares(results),
         "phase_max_s": {p: round(max(v), 3) for p, v in phases.items() if v},
         "speedup": {
             label: {

@@ -1,0 +1,51 @@
+"""bench/kernelbench_step.py end to end on CPU: its own Redis, gateway and worker, an RL step's samples of two
+bundled problems (one with its honest kernel, one whose correct samples are the reference through the Triton
+copy), each sample getting the verdict of the class it was built for."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import WORKER_ENV
+
+from services.problems import BUNDLED_PROBLEMS, bundled_kernel
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "kernelbench_step.py"
+
+
+def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tmp_path):
+    kernels = tmp_path / "kernels"
+    (kernels / "level1").mkdir(parents=True)
+    (kernels / "level1" / "1_ReLU.py").write_text(bundled_kernel("level1/1_ReLU").read_text())
+    out = tmp_path / "step.json"
+    args = ["--device-class", "cpu", "--problems-dir", str(BUNDLED_PROBLEMS), "--problems", "2"]
+    args += ["--kernels", str(kernels), "--warm-children", "2", "--json", str(out)]
+    env = {**os.environ, **WORKER_ENV}
+    done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    report = json.loads(out.read_text())
+    assert report["ids"] == ["level1/1_ReLU", "level2/1_Linear_Bias_ReLU"]
+    (row,) = report["rows"]
+    assert row["evaluations"] == 12
+    assert row["verdicts_by_kind"] == {
+        "copy": {"passed": 2},
+        "honest": {"passed": 2},
+        "incorrect": {"incorrect": 4},
+        "no_model_new": {"compile_error": 1},
+        "triton_compile_error": {"compile_error": 1},
+        "unparsable": {"compile_error": 2},
+    }
+    assert row["not_passed"] == []
+    assert row["problem_check"] == {"problems": 2, "right": 2, "wrong": {}}
+    shares = row["stage_share"]
+    assert shares["correctness"] > 0 and shares["timing"] > 0 and shares["other"] >= 0, shares
+    assert report["summary"]["modes"]["step-gpus-1"]["vs_one_gpu"] == 1.0
+
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line.get("mode") for line in lines[1:-1]] == ["step-gpus-1"] and "summary" in lines[-1]
+    assert lines[1]["unexpected_verdicts"] == [] and lines[1]["per_minute"] > 0
