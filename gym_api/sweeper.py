@@ -47,13 +47,17 @@ class Sweeper:
                 await self.task
 
     async def _loop(self) -> None:
+        failing = False
         while True:
             try:
                 await self.sweep()
+                failing = False
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # Redis unreachable: the next sweep tries again
-                log.warning("lease sweep failed: %s: %s", type(exc).__name__, exc)
+            except Exception as exc:  # Redis unreachable: the next sweep tries again (logged once per outage)
+                if not failing:
+                    log.warning("lease sweep failed: %s: %s", type(exc).__name__, exc)
+                failing = True
             await asyncio.sleep(self.every_s)
 
     async def sweep(self) -> list[str]:
