@@ -21,6 +21,8 @@ REQUEUED, CANCEL = 1, 2
 
 
 class Sweeper:
+    """A background task of the gateway's event loop, started and stopped with the application."""
+
     def __init__(
         self,
         r: aioredis.Redis,

@@ -36,6 +36,7 @@ return math.floor(pause)
 
 
 def short_reason(reason: str) -> str:
+    """The first line of a failure's reason, cut: what a refusal or a log line repeats of it."""
     first = reason.strip().splitlines()[0] if reason.strip() else "no reason given"
     return first[:REASON_CHARS] + ("…" if len(first) > REASON_CHARS else "")
 
