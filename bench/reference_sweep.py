@@ -30,6 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from services.schema import CheckName  # noqa: E402
+
 COPY = """
 
 import triton
@@ -67,7 +69,7 @@ class ModelNew(Model):
 
 EXPECTED = {"copy": "passed", "no_triton": "rejected"}
 # The launch rule, before running (no @triton.jit function at all) or while running (none launched).
-LAUNCH_RULE = ("static_no_triton_kernel", "custom_kernel_launched")
+LAUNCH_RULE = (CheckName.STATIC_NO_TRITON_KERNEL, CheckName.CUSTOM_KERNEL_LAUNCHED)
 
 
 def problem_ids(root: Path, levels: list[int]) -> list[str]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 PROTOCOL_VERSION = "kernelgym-eval/2"
 
@@ -81,6 +81,60 @@ class EvalRequest(BaseModel):
         return self
 
 
+class CheckName(StrEnum):
+    """Every name a `Check` can have: one place to look a check up, and no typo can invent one. The static rules
+    are `static_<finding code>` (services.static.RULES); docs/security.md describes each."""
+
+    # correctness (services.parent.correctness)
+    OUTPUTS_MATCH = "outputs_match"
+    OUTPUT_STRUCTURE = "output_structure"
+    OUTPUT_EXACT_TYPE = "output_exact_type"
+    INPUTS_UNCHANGED = "inputs_unchanged"
+    DETERMINISTIC = "deterministic"
+    HIDDEN_SIZES = "hidden_sizes"
+    # a call with no reply in its time (services.parent.session)
+    TIME_LIMIT = "time_limit"
+    # what the candidate child's guards report, and what the parent sees of its process
+    HARNESS_INTEGRITY = "harness_integrity"
+    NUMERIC_FLAGS = "numeric_flags"
+    SANDBOX_VIOLATION = "sandbox_violation"
+    OUTPUT_STABLE_AFTER_RETURN = "output_stable_after_return"
+    NO_NEW_THREADS = "no_new_threads"
+    NO_CHILD_PROCESSES = "no_child_processes"
+    CUSTOM_KERNEL_LAUNCHED = "custom_kernel_launched"
+    # timing and what follows it (services.parent.defences, dependence, profile)
+    TIMING_WALL_CLOCK = "timing_wall_clock"
+    NO_SIDE_STREAM_WORK = "no_side_stream_work"
+    TIMED_OUTPUT_RECHECK = "timed_output_recheck"
+    ROOFLINE_FLOOR = "roofline_floor"
+    CUSTOM_KERNEL_COVERAGE = "custom_kernel_coverage"
+    OUTPUT_DEPENDS_ON_KERNELS = "output_depends_on_kernels"
+    # static triage before anything runs (services.static), one per finding code
+    STATIC_NO_TRITON_KERNEL = "static_no_triton_kernel"
+    STATIC_FORBIDDEN_IMPORT = "static_forbidden_import"
+    STATIC_PROCESS_SPAWN = "static_process_spawn"
+    STATIC_ENV_MUTATION = "static_env_mutation"
+    STATIC_PACKAGE_INSTALL = "static_package_install"
+    STATIC_TIMER_PATCH = "static_timer_patch"
+    STATIC_TENSOR_SUBCLASS = "static_tensor_subclass"
+    STATIC_NUMERIC_FLAG_CHANGE = "static_numeric_flag_change"
+    STATIC_PRECISION_DOWNGRADE = "static_precision_downgrade"
+    STATIC_TORCH_COMPUTE_IN_FORWARD = "static_torch_compute_in_forward"
+    STATIC_EXCEPTION_FALLBACK = "static_exception_fallback"
+    STATIC_RESULT_CACHE = "static_result_cache"
+    STATIC_THREADING = "static_threading"
+    STATIC_SIDE_STREAM = "static_side_stream"
+    STATIC_CUDA_GRAPH = "static_cuda_graph"
+    STATIC_DYNAMIC_CODE = "static_dynamic_code"
+    STATIC_FRAME_INTROSPECTION = "static_frame_introspection"
+    STATIC_FILE_IO = "static_file_io"
+
+    @classmethod
+    def static(cls, code: str) -> CheckName:
+        """The check of a static finding code; ValueError for a code no member names."""
+        return cls(f"static_{code}")
+
+
 Measure = bool | int | float | str
 
 
@@ -89,7 +143,8 @@ class Check(BaseModel):
     are reported but never change the verdict. The check that decided a `rejected` or `timeout` verdict
     records what triggered it in `measured` and `thresholds`, so a reward can be audited from the result."""
 
-    name: str
+    # A plain string in the JSON schema, as before the enum: clients keep reading names they do not know yet.
+    name: Annotated[CheckName, WithJsonSchema({"type": "string", "title": "Name"})]
     passed: bool
     detail: str = ""
     advisory: bool = False

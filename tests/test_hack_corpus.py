@@ -32,41 +32,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from services.schema import EvalOptions, EvalResult, Verdict
+from services.schema import CheckName, EvalOptions, EvalResult, Verdict
 
 CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
 EXPECTS = ("passed", "rejected", "incorrect", "not_passed")
 DEVICES = ("cpu", "cuda")
 ISOLATED_ROWS = {"C4"}  # hangs, fork bombs and huge allocations get their own short-timeout evaluator
-CHECK_CODES = {
-    "outputs_match",
-    "output_structure",
-    "hidden_sizes",
-    "inputs_unchanged",
-    "deterministic",
-    "timed_output_recheck",
-    "no_new_threads",
-    "no_child_processes",
-    "timing_wall_clock",
-    "no_side_stream_work",
-    "custom_kernel_launched",
-    "custom_kernel_coverage",
-    "output_depends_on_kernels",
-    "output_exact_type",
-    "output_stable_after_return",
-    "harness_integrity",
-    "numeric_flags",
-    "roofline_floor",
-    "sandbox_violation",
-}
-STATIC_CODES = {
-    "no_triton_kernel",
-    "forbidden_import",
-    "process_spawn",
-    "timer_patch",
-    "package_install",
-    "numeric_flag_change",
-}
+CHECK_NAMES = frozenset(name.value for name in CheckName)  # what a `catches:` line may name
 LEFTOVERS = ("/tmp/kernelgym_pwned", "/dev/shm/kernelgym_pwned", "/dev/shm/kernelgym_hack_replay_*")
 
 
@@ -218,8 +190,7 @@ def test_corpus_metadata_is_well_formed(problems):
         assert prefix == case.row.lower(), f"{where}: file name must start with its row ({case.row})"
         assert case.honest == (case.row == "honest"), f"{where}: honest controls (only) expect passed"
         for code in case.catches:
-            known = code in CHECK_CODES or (code.startswith("static_") and code[7:] in STATIC_CODES)
-            assert known, f"{where}: unknown check code {code!r}"
+            assert code in CHECK_NAMES, f"{where}: unknown check code {code!r} (not a services.schema.CheckName)"
         if case.expect == "rejected":
             assert case.catches, f"{where}: a rejected hack must name the checks expected to fire"
         if case.uncaught_by_default:

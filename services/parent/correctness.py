@@ -21,7 +21,7 @@ from services.parent.session import SMALL_TENSOR_BYTES, HandedOver, Session
 from services.protocol import tensors
 from services.protocol.messages import Call, Called, Kept, Structure
 from services.sandbox import LAUNCHERS, Child
-from services.schema import CorrectnessSummary, Verdict
+from services.schema import CheckName, CorrectnessSummary, Verdict
 
 
 @dataclass
@@ -84,7 +84,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
         if msg := structure_mismatch(ref_struct, cand_struct):
             if cand_struct["t"] == "tensor_subclass":
                 raise session.fail(
-                    "output_exact_type",
+                    CheckName.OUTPUT_EXACT_TYPE,
                     msg,
                     Verdict.REJECTED,
                     f"Rejected: {msg}. Return plain tensors computed by forward().",
@@ -92,7 +92,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
                     thresholds={"type": "torch.Tensor"},
                 )
             raise session.fail(
-                "output_structure", msg, Verdict.INCORRECT, f"Wrong output on correctness trial {i + 1}: {msg}."
+                CheckName.OUTPUT_STRUCTURE, msg, Verdict.INCORRECT, f"Wrong output on correctness trial {i + 1}: {msg}."
             )
         if structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs"):
             raise EarlyVerdict(Verdict.INCORRECT, "The candidate's inputs changed type or shape during forward().")
@@ -112,7 +112,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
         if not cmp.ok:
             out.summary = _summary(summary, i + 1, i, atol, rtol)
             raise session.fail(
-                "outputs_match",
+                CheckName.OUTPUTS_MATCH,
                 f"trial {i + 1}: {cmp.reason}",
                 Verdict.INCORRECT,
                 feedback.mismatch(i, trials, cmp, _tf32_suspect(candidate_source, cmp, ref_out)),
@@ -126,11 +126,11 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
             del again
             if not det.ok and _reference_varies(session, seed, ref_struct, deadline):
                 session.stand_down(
-                    "deterministic",
+                    CheckName.DETERMINISTIC,
                     f"two calls on the same inputs differ ({det.reason}), and so do the reference's own",
                     {"mismatched_elements": det.mismatched},
                 )
-            elif not session.check("deterministic", det.ok, det.reason or "two calls on the same inputs agree"):
+            elif not session.check(CheckName.DETERMINISTIC, det.ok, det.reason or "two calls on the same inputs agree"):
                 raise EarlyVerdict(
                     Verdict.INCORRECT,
                     "Two calls of forward() on the same inputs gave different "
@@ -144,7 +144,7 @@ def correctness(session: Session, trials: int, candidate_source: str, out: Corre
     # trials would only cost a request (and, on a shared GPU, a wait for its turn).
     session.release(deadline)
     out.summary = _summary(summary, trials, trials, atol, rtol)
-    session.check("outputs_match", True, f"{trials}/{trials} trials within tolerance")
+    session.check(CheckName.OUTPUTS_MATCH, True, f"{trials}/{trials} trials within tolerance")
     out.text = (
         f"Correct on {trials}/{trials} trials (max abs error {summary.max_abs_error:.3g}, "
         f"max rel error {summary.max_rel_error:.3g})."
@@ -177,7 +177,7 @@ def hidden_sizes(session: Session, reference_source: str, why: str, out: Correct
             if failed.verdict is Verdict.REJECTED:
                 raise
             raise session.fail(
-                "hidden_sizes",
+                CheckName.HIDDEN_SIZES,
                 f"{shown}: {failed.verdict.value}",
                 failed.verdict,
                 f"With the problem's sizes changed to {shown} ({why}): {failed.feedback}",
@@ -187,7 +187,7 @@ def hidden_sizes(session: Session, reference_source: str, why: str, out: Correct
         msg, measured = session.output_mismatch(ref_struct, cand_h.structures[0], deadline)
         if msg is not None:
             raise session.fail(
-                "hidden_sizes",
+                CheckName.HIDDEN_SIZES,
                 f"{shown}: {msg}",
                 Verdict.INCORRECT,
                 f"Wrong output when the problem's sizes are changed to {shown} ({why}): {msg}. Mask partial "
@@ -198,7 +198,7 @@ def hidden_sizes(session: Session, reference_source: str, why: str, out: Correct
         checked.append(shown)
     session.release(deadline)
     session.check(
-        "hidden_sizes",
+        CheckName.HIDDEN_SIZES,
         True,
         f"correct on {len(checked)} changed size variant(s)"
         + (f": {'; '.join(checked)}" if checked else " (none applies to this problem)"),
@@ -255,7 +255,7 @@ def _inputs_after_call(
         detail = "inputs bit-identical after forward()"
         wrong = "inputs modified"
         text = "forward() modified its input tensors; the reference does not. Write results to new output tensors."
-    if not session.check("inputs_unchanged", ok, detail if ok else f"trial {i + 1}: {wrong}"):
+    if not session.check(CheckName.INPUTS_UNCHANGED, ok, detail if ok else f"trial {i + 1}: {wrong}"):
         raise EarlyVerdict(Verdict.INCORRECT, text)
 
 

@@ -15,7 +15,7 @@ from services.parent import evidence
 from services.parent.session import Session
 from services.protocol import tensors
 from services.protocol.messages import Call, Structure
-from services.schema import Measure, RuntimeStats, Verdict
+from services.schema import CheckName, Measure, RuntimeStats, Verdict
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def _judge(
     the reference's (`ref_out`; either is received here where None, structures permitting)."""
     if cand_out is not None and call.digest is not None and tensors.fingerprint(cand_out).tolist() != call.digest:
         raise session.fail(
-            "timed_output_recheck",
+            CheckName.TIMED_OUTPUT_RECHECK,
             "a timed call's output changed after the call returned",
             Verdict.REJECTED,
             "Rejected: the output of a timed call changed after the call returned (outputs must be "
@@ -105,7 +105,7 @@ def _judge(
     msg, measured = session.output_mismatch(ref_struct, call.structure, deadline, cand_out, ref_out)
     if msg is not None:
         raise session.fail(
-            "timed_output_recheck",
+            CheckName.TIMED_OUTPUT_RECHECK,
             msg,
             Verdict.REJECTED,
             f"Rejected: an output of a timed call was wrong ({msg}) although the "
@@ -147,7 +147,7 @@ def distinct_outputs(session: Session, deadline: float) -> None:
         outs = session.recompute(seeds, ref_struct, deadline) if ref_struct else None
         if outs is None or not _alike(session, outs):
             raise session.fail(
-                "timed_output_recheck",
+                CheckName.TIMED_OUTPUT_RECHECK,
                 f"{repeats} call(s) returned an earlier call's output, where the reference's outputs for the same "
                 "inputs differ",
                 Verdict.REJECTED,
@@ -157,7 +157,7 @@ def distinct_outputs(session: Session, deadline: float) -> None:
                 thresholds={"repeated_outputs": 0},
             )
     session.stand_down(
-        "timed_output_recheck",
+        CheckName.TIMED_OUTPUT_RECHECK,
         f"{repeats} repeated output(s) among {len(session.evidence.digests)} calls, and the reference's outputs "
         "for the same inputs are alike too",
         measured={"repeated_outputs": repeats, "outputs": len(session.evidence.digests)},
@@ -197,7 +197,7 @@ def wall_clock_checks(session: Session, calls: OffWindow, candidate: RuntimeStat
         allowed = _allowed_ms(session, candidate)
         excess = cand_over - ref_over
         if not session.check(
-            "timing_wall_clock",
+            CheckName.TIMING_WALL_CLOCK,
             excess <= allowed,
             f"per-call time outside the timed window (20th percentile of {n} calls): candidate "
             f"{cand_over:.3f} ms, "
@@ -214,7 +214,7 @@ def wall_clock_checks(session: Session, calls: OffWindow, candidate: RuntimeStat
         return
     extra = calls.side_stream_excess()
     if not session.check(
-        "no_side_stream_work",
+        CheckName.NO_SIDE_STREAM_WORK,
         extra <= session.settings.side_stream_slack_ms,
         f"device-wide sync waited {extra:.3f} ms longer than the stream sync (20th percentile of {n} calls)",
         measured={"sync_extra_ms": extra, "calls": n},
@@ -225,7 +225,7 @@ def wall_clock_checks(session: Session, calls: OffWindow, candidate: RuntimeStat
             "Rejected: work was still running on another stream after the "
             "timed call returned; launch everything on the current stream.",
         )
-    session.check("timed_output_recheck", True, f"{session.evidence.rechecks_passed} timed outputs re-checked")
+    session.check(CheckName.TIMED_OUTPUT_RECHECK, True, f"{session.evidence.rechecks_passed} timed outputs re-checked")
 
 
 def plausibility(
@@ -240,7 +240,7 @@ def plausibility(
     floor = evidence.physical_floor_ms(gpu, *io_bytes, flops, reference.median_ms)
     measured: dict[str, Measure] = {"candidate_ms": candidate.median_ms}
     thresholds: dict[str, Measure] = {"candidate_ms": s.roofline_margin * floor} if floor is not None else {}
-    if not session.check("roofline_floor", ok, detail, measured, thresholds):
+    if not session.check(CheckName.ROOFLINE_FLOOR, ok, detail, measured, thresholds):
         raise EarlyVerdict(Verdict.REJECTED, f"Rejected: the measured time is physically impossible ({detail}).")
     if reference.median_ms / candidate.median_ms > s.review_speedup:
         return [f"speedup above {s.review_speedup:g}x over eager: review"]
@@ -251,11 +251,14 @@ def record_silent_guards(session: Session) -> None:
     """The checks whose guards fired nothing through the whole evaluation, recorded as passed."""
     ev = session.evidence
     for name, detail in (
-        ("custom_kernel_launched", f"{ev.guarded_calls} calls, kernels: {', '.join(sorted(ev.custom_kernels))}"),
-        ("harness_integrity", "no harness callable replaced"),
-        ("numeric_flags", "global numeric flags unchanged"),
-        ("sandbox_violation", "no forbidden file, network or process access"),
-        ("output_stable_after_return", "outputs unchanged after the call returned"),
-        ("no_new_threads", "no threads left running"),
+        (
+            CheckName.CUSTOM_KERNEL_LAUNCHED,
+            f"{ev.guarded_calls} calls, kernels: {', '.join(sorted(ev.custom_kernels))}",
+        ),
+        (CheckName.HARNESS_INTEGRITY, "no harness callable replaced"),
+        (CheckName.NUMERIC_FLAGS, "global numeric flags unchanged"),
+        (CheckName.SANDBOX_VIOLATION, "no forbidden file, network or process access"),
+        (CheckName.OUTPUT_STABLE_AFTER_RETURN, "outputs unchanged after the call returned"),
+        (CheckName.NO_NEW_THREADS, "no threads left running"),
     ):
         session.check(name, True, detail)

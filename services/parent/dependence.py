@@ -26,9 +26,9 @@ from services.parent.correctness import poison_specs
 from services.parent.session import Session
 from services.protocol import tensors
 from services.protocol.messages import Call, Called
-from services.schema import Measure, Verdict
+from services.schema import CheckName, Measure, Verdict
 
-CHECK = "output_depends_on_kernels"
+CHECK = CheckName.OUTPUT_DEPENDS_ON_KERNELS
 
 
 def output_dependence(session: Session) -> None:
@@ -46,7 +46,7 @@ def output_dependence(session: Session) -> None:
     except EarlyVerdict as failed:
         if failed.verdict is Verdict.REJECTED:  # a guard fired: that verdict stands
             raise
-        if session.checks and session.checks[-1].name == "time_limit" and not session.checks[-1].passed:
+        if session.checks and session.checks[-1].name is CheckName.TIME_LIMIT and not session.checks[-1].passed:
             session.checks.pop()  # a hang here is evidence that the output needs the kernels, not the verdict
         session.check(
             CHECK,

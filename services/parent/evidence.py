@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 
 from services.hardware import roofline_floor_ms
 from services.protocol.messages import Launches, Reply
-from services.schema import KernelTime, Measure, ProfileSummary
+from services.schema import CheckName, KernelTime, Measure, ProfileSummary
 
 TOP_KERNELS = 8
 
 
 @dataclass(frozen=True)
 class Violation:
-    code: str
+    code: CheckName
     detail: str
     feedback: str
     measured: dict[str, Measure] = field(default_factory=dict)
@@ -29,7 +29,7 @@ def guard_violations(reply: Reply) -> list[Violation]:
     if reply.ok and (reply.tampered is None or reply.flags_changed is None or reply.violations is None):
         found.append(
             Violation(
-                "harness_integrity",
+                CheckName.HARNESS_INTEGRITY,
                 "a reply came without the guards' report: the child's reply path was replaced",
                 "Rejected: the candidate replaced how the harness replies to the evaluator. Do not touch the "
                 "harness's objects or its channel.",
@@ -40,7 +40,7 @@ def guard_violations(reply: Reply) -> list[Violation]:
     if reply.violations:
         found.append(
             Violation(
-                "sandbox_violation",
+                CheckName.SANDBOX_VIOLATION,
                 "; ".join(reply.violations[:5]),
                 "Rejected: the kernel tried something the sandbox forbids ("
                 + reply.violations[0]
@@ -53,7 +53,7 @@ def guard_violations(reply: Reply) -> list[Violation]:
         names = ", ".join(reply.tampered[:8])
         found.append(
             Violation(
-                "harness_integrity",
+                CheckName.HARNESS_INTEGRITY,
                 f"replaced: {names}",
                 f"Rejected: the candidate replaced functions the harness relies on ({names}). Do not monkey-patch "
                 "torch, time, Triton or the harness.",
@@ -65,7 +65,7 @@ def guard_violations(reply: Reply) -> list[Violation]:
         flags = ", ".join(f"{k}: {v[0]!r} -> {v[-1]!r}" for k, v in reply.flags_changed.items())
         found.append(
             Violation(
-                "numeric_flags",
+                CheckName.NUMERIC_FLAGS,
                 flags,
                 f"Rejected: the candidate changed global numeric settings ({flags}). Leave TF32, cuDNN, the default "
                 "dtype and matmul precision as they are; choose precision inside your kernels.",
@@ -76,7 +76,7 @@ def guard_violations(reply: Reply) -> list[Violation]:
     if getattr(reply, "unstable", False):
         found.append(
             Violation(
-                "output_stable_after_return",
+                CheckName.OUTPUT_STABLE_AFTER_RETURN,
                 "the output changed after forward() returned",
                 "Rejected: the output was still being written after forward() returned. Finish all work inside "
                 "forward(), on the current stream.",

@@ -19,7 +19,7 @@ from services.parsing import parse
 from services.problems import Problem
 from services.protocol.messages import Job, Load, Loaded, command_header
 from services.sandbox import Child, ChildPool
-from services.schema import Check, Verdict
+from services.schema import Check, CheckName, Verdict
 from services.static_checks import triage
 
 
@@ -36,7 +36,7 @@ def static_triage(session: Session, candidate: str) -> None:
     for f in findings:
         session.checks.append(
             Check(
-                name=f"static_{f.code}",
+                name=CheckName.static(f.code),
                 passed=False,
                 detail=f"line {f.line}: {f.detail}",
                 advisory=not f.hard,

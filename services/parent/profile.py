@@ -9,7 +9,7 @@ from services.errors import EarlyVerdict
 from services.parent import evidence
 from services.parent.session import Session
 from services.protocol.messages import Profile, Profiled
-from services.schema import ProfileSummary, Verdict
+from services.schema import CheckName, ProfileSummary, Verdict
 
 
 @dataclass
@@ -45,7 +45,9 @@ def profile(session: Session, policy: str, out: ProfileOutcome) -> None:
     ok = cov >= need if need else cov > 0
     needs = f"at least {need:.0%}" if need else "more than 0"
     detail = f"custom kernels {cov:.1%} of GPU time (policy {policy} needs {needs})"
-    if not session.check("custom_kernel_coverage", ok, detail, {"coverage": cov}, {"coverage": need, "policy": policy}):
+    if not session.check(
+        CheckName.CUSTOM_KERNEL_COVERAGE, ok, detail, {"coverage": cov}, {"coverage": need, "policy": policy}
+    ):
         raise EarlyVerdict(
             Verdict.REJECTED,
             f"Rejected: your own Triton kernels account for {cov:.1%} of the GPU time "

@@ -33,7 +33,7 @@ from services.parent.session import Session
 from services.protocol import tensors
 from services.protocol.messages import Time, Timed, Variant
 from services.sandbox import Child
-from services.schema import RuntimeStats, Verdict
+from services.schema import CheckName, RuntimeStats, Verdict
 from services.settings import EvalSettings
 
 
@@ -107,7 +107,7 @@ class _Timer:
             s.record_digest(seed, h.digest)
         if not (0 < h.ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(h.ms):
             raise s.fail(
-                "timing_wall_clock",
+                CheckName.TIMING_WALL_CLOCK,
                 f"{side} reported {h.ms:.4g} ms inside {wall_ms:.4g} ms",
                 Verdict.REJECTED,
                 "Rejected: a reported time is impossible against the harness's own clock.",
