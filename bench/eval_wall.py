@@ -64,7 +64,7 @@ def run(evaluator: Evaluator, jobs: list[tuple], options: EvalOptions, store: Ti
     rows = []
     for problem, source in jobs:
         t0 = time.monotonic()
-        result = evaluator.evaluate(problem, source, options, store)
+        result, diagnostics = evaluator.evaluate(problem, source, options, store)
         wall = time.monotonic() - t0
         phases = result.phases
         cand, ref = result.candidate_runtime, result.reference_runtime
@@ -85,7 +85,7 @@ def run(evaluator: Evaluator, jobs: list[tuple], options: EvalOptions, store: Ti
             "gpu": result.environment.gpu_name,
             "failed": [f"{c.name}: {c.detail}" for c in result.failed_checks()],
             # Requests to the children by child and command: count, seconds without waits for GPU turns.
-            "requests": evaluator.last_requests,
+            "requests": diagnostics.requests,
         }
         print(json.dumps(row), flush=True)
         rows.append(row)

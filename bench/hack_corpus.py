@@ -70,7 +70,7 @@ def run_corpus(device: str, only: str | None, shard: tuple[int, int] = (1, 1)) -
                 continue
             ev = isolated if case.row in ISOLATED_ROWS else main
             t0 = time.monotonic()
-            result = ev.evaluate(problems.load(case.problem), case.path.read_text(), options_for(case, device))
+            result = ev.evaluate(problems.load(case.problem), case.path.read_text(), options_for(case, device)).result
             passed = result.verdict is Verdict.PASSED
             rows.append(
                 {
@@ -89,7 +89,7 @@ def run_corpus(device: str, only: str | None, shard: tuple[int, int] = (1, 1)) -
                 if not next(mine):
                     continue
                 t0 = time.monotonic()
-                result = main.evaluate(problems.load(pid), source, EvalOptions(device=device))
+                result = main.evaluate(problems.load(pid), source, EvalOptions(device=device)).result
                 passed = result.verdict is Verdict.PASSED
                 rows.append(
                     {

@@ -99,7 +99,7 @@ def _worker(
             for kind, tail in (("copy", COPY), ("no_triton", NO_TRITON)):
                 t = time.monotonic()
                 try:
-                    r = ev.evaluate(problem, problem.source + tail, options)
+                    r = ev.evaluate(problem, problem.source + tail, options).result
                 except Exception as exc:  # the reference itself failed: the problem cannot be evaluated here
                     queue.put({"problem": pid, "kind": kind, "verdict": "error", "error": repr(exc)[:300]})
                     break

@@ -19,10 +19,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from services.errors import EvaluationError
-from services.evaluator import Evaluator
-from services.problems import bundled_kernel, bundled_problems
-from services.schema import EvalOptions, Verdict
+from services import EvalOptions, EvaluationError, Evaluator, Verdict, bundled_kernel, bundled_problems
 
 log = logging.getLogger("kernelgym.worker")
 
@@ -34,7 +31,7 @@ def probe(evaluator: Evaluator, device: str) -> str | None:
     problem = bundled_problems().load(PROBE_PROBLEM)
     options = EvalOptions(device=device, timing=False)
     try:
-        result = evaluator.evaluate(problem, bundled_kernel(PROBE_PROBLEM).read_text(), options)
+        result = evaluator.evaluate(problem, bundled_kernel(PROBE_PROBLEM).read_text(), options).result
     except EvaluationError as exc:
         return f"{type(exc).__name__}: {str(exc)[:300]}"
     if result.verdict is not Verdict.PASSED:

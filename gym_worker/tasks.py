@@ -32,13 +32,20 @@ from gym_common.settings import ServiceSettings
 from gym_worker.health import DeviceHealth, probe
 from gym_worker.run import worker_device
 from gym_worker.store import RedisTimingStore, alive, persist
-from services.device_lock import TimingSlot
-from services.errors import EvaluationCancelled, EvaluationError, InfrastructureFault, ReferenceFailed
-from services.evaluator import Evaluator, environment
-from services.parent.precompile import PrecompileOutcome
-from services.problems import Problem
-from services.schema import EvalResult, Verdict
-from services.settings import EvalSettings
+from services import (
+    Diagnostics,
+    EvalResult,
+    EvalSettings,
+    EvaluationCancelled,
+    EvaluationError,
+    Evaluator,
+    InfrastructureFault,
+    Problem,
+    ReferenceFailed,
+    TimingSlot,
+    Verdict,
+    environment,
+)
 
 log = logging.getLogger("kernelgym.worker")
 T = TypeVar("T")
@@ -58,8 +65,9 @@ def timing_figures(result: EvalResult) -> dict[str, object]:
     }
 
 
-def precompile_figures(outcome: PrecompileOutcome | None) -> dict[str, object]:
+def precompile_figures(diagnostics: Diagnostics) -> dict[str, object]:
     """What the compiler child compiled for the candidate's first call (services.parent.precompile), if it ran."""
+    outcome = diagnostics.precompile
     return {"precompile": dataclasses.asdict(outcome)} if outcome is not None else {}
 
 
@@ -191,12 +199,12 @@ class WorkerState:
         watcher.start()
         t0 = time.monotonic()
         try:
-            outcome = self.evaluate(job)
+            outcome, diagnostics = self.evaluate(job)
         finally:
             self.current = None
         cancelled = persist(self.s.result_write_retry_s, job.id, lambda: self.r.hget(key, "cancel") == b"1")
         status, error = self.conclude(job, outcome, cancelled, time.monotonic() - t0)
-        self.log_finished(job, outcome, status, error)
+        self.log_finished(job, outcome, diagnostics, status, error)
 
     def conclude(
         self, job: JobRecord, outcome: EvalResult | EvaluationError, cancelled: bool, seconds: float
@@ -236,7 +244,12 @@ class WorkerState:
             log.warning("API key paused: its references keep failing", extra={"owner": job.owner, "pause_s": pause})
 
     def log_finished(
-        self, job: JobRecord, outcome: EvalResult | EvaluationError, status: JobStatus, error: str
+        self,
+        job: JobRecord,
+        outcome: EvalResult | EvaluationError,
+        diagnostics: Diagnostics,
+        status: JobStatus,
+        error: str,
     ) -> None:
         level = logging.WARNING if status is JobStatus.FAILED else logging.INFO
         log.log(
@@ -254,37 +267,39 @@ class WorkerState:
                 "timing_slot_drain_s": round(self.slot.drained_s, 3),
                 "gpu_wait_s": round(self.slot.shared_waited_s, 3),
                 # ran out of device memory beside other evaluations and ran again with the device to itself
-                "retried_alone": self.evaluator.last_retried_alone,
+                "retried_alone": diagnostics.retried_alone,
                 # its problem had, in this process, so it started alone
-                "started_alone": self.evaluator.last_started_alone,
+                "started_alone": diagnostics.started_alone,
                 "alone_wait_s": round(self.slot.alone_waited_s, 3),
                 # its reference child had served an earlier evaluation of the problem (services.parent.references)
-                "reference_kept": self.evaluator.last_reference_kept,
+                "reference_kept": diagnostics.reference_kept,
                 "longest_gpu_request": {
                     "s": round(self.slot.longest_shared[0], 3),
                     "what": self.slot.longest_shared[1],
                 },
                 **(timing_figures(outcome) if isinstance(outcome, EvalResult) else {}),
-                **precompile_figures(self.evaluator.last_precompile),
-                "requests": self.evaluator.last_requests,
+                **precompile_figures(diagnostics),
+                "requests": diagnostics.requests,
             },
         )
 
-    def evaluate(self, job: JobRecord) -> EvalResult | EvaluationError:
-        """The result, or the typed reason there is none (a cancelled evaluation is discarded by `run`)."""
+    def evaluate(self, job: JobRecord) -> tuple[EvalResult | EvaluationError, Diagnostics]:
+        """The result, or the typed reason there is none (a cancelled evaluation is discarded by `run`), and how
+        the evaluation ran (empty where the evaluator reported nothing: the task's time limit, a defect of ours)."""
         options = job.request.options.model_copy(update={"device": self.device})
         problem = Problem(id=job.problem, source=job.reference_source)
         try:
             with self._eval_lock:
                 return self.evaluator.evaluate(problem, job.request.candidate, options, self.timings)
         except (ReferenceFailed, InfrastructureFault, EvaluationCancelled) as exc:
-            return exc
+            return exc, exc.diagnostics or Diagnostics()
         except SoftTimeLimitExceeded:
             self.evaluator.cancel()
-            return self.crashed(job, f"The evaluation exceeded the task limit of {self.s.task_time_limit_s} s.")
+            text = f"The evaluation exceeded the task limit of {self.s.task_time_limit_s} s."
+            return self.crashed(job, text), Diagnostics()
         except Exception as exc:  # a defect of ours: the job fails, the worker and its device go on
             log.exception("the evaluation raised in the worker", extra={"evaluation_id": job.id})
-            return EvaluationError(f"internal error ({type(exc).__name__})")
+            return EvaluationError(f"internal error ({type(exc).__name__})"), Diagnostics()
 
     def _watch_cancel(self, key: str) -> None:
         while self.current is not None:

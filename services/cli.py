@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     with Evaluator() as evaluator:
         for problem, source in jobs:
             try:
-                result = evaluator.evaluate(problem, source, options)
+                result = evaluator.evaluate(problem, source, options).result
             except EvaluationError as exc:
                 print(f"kernelgym: {problem.id}: evaluation could not run: {exc}", file=sys.stderr)
                 status = 1

@@ -7,11 +7,21 @@ so nothing here is ever decided by searching it. The one error that implicates t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
 from services.schema import Verdict
+
+if TYPE_CHECKING:
+    from services.evaluation import Diagnostics
 
 
 class EvaluationError(RuntimeError):
-    """The evaluation could not produce a verdict for the candidate."""
+    """The evaluation could not produce a verdict for the candidate. `diagnostics`: how it ran until then, where
+    `Evaluator.evaluate` raised it."""
+
+    diagnostics: Diagnostics | None = None
 
 
 class ReferenceFailed(EvaluationError):
@@ -62,9 +72,22 @@ class ProtocolError(ChildError):
 
 class EarlyVerdict(Exception):
     """A stage decided the candidate's verdict (a failure, a timeout, a rejection): the evaluation stops there.
-    Not an EvaluationError: the evaluation did produce a verdict."""
+    Not an EvaluationError: the evaluation did produce a verdict. `reached`: the outcome of the stage it ended, as
+    far as the stage got, where the result reports that (whether the candidate compiled, its profile); None
+    otherwise."""
 
-    def __init__(self, verdict: Verdict, feedback: str):
+    def __init__(self, verdict: Verdict, feedback: str, reached: object = None):
         super().__init__(feedback)
         self.verdict = verdict
         self.feedback = feedback
+        self.reached = reached
+
+
+@contextmanager
+def reaching(outcome: object) -> Iterator[None]:
+    """An EarlyVerdict out of the block carries `outcome` (a stage's, filled in as the stage goes)."""
+    try:
+        yield
+    except EarlyVerdict as early:
+        early.reached = outcome
+        raise

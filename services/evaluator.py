@@ -22,18 +22,21 @@ import triton
 
 from services import feedback, timing_cache
 from services.device_lock import TimingSlot
-from services.errors import DeviceMemoryShort, EarlyVerdict, InfrastructureFault, ReferenceFailed
+from services.errors import DeviceMemoryShort, EarlyVerdict, EvaluationError, InfrastructureFault, ReferenceFailed
+from services.evaluation import Diagnostics, Evaluation
 from services.hidden_shapes import shape_generality
 from services.parent.correctness import CorrectnessOutcome, correctness, hidden_sizes
 from services.parent.defences import plausibility, record_silent_guards
 from services.parent.dependence import output_dependence
+from services.parent.link import SMALL_TENSOR_BYTES, Link
 from services.parent.load import acquire_references, load, start_children, start_reference, static_triage
-from services.parent.precompile import PrecompileOutcome, begin_precompile, finish_precompile
+from services.parent.precompile import begin_precompile, finish_precompile
 from services.parent.profile import ProfileOutcome, profile
+from services.parent.record import Record
 from services.parent.references import KeptReferences
-from services.parent.session import SMALL_TENSOR_BYTES, Session
 from services.parent.timing import TimingOutcome, TimingPlan, timing
 from services.problems import Problem
+from services.protocol.messages import Structure
 from services.sandbox import TRITON_CACHE, ChildPool, drain_closed_children
 from services.schema import PROTOCOL_VERSION, Environment, EvalOptions, EvalResult, Verdict
 from services.settings import EvalSettings
@@ -58,14 +61,7 @@ class Evaluator:
         self.timing_slot = TimingSlot(Path(lock), self.settings.device_lock_gather_s) if lock else None
         self._mem_pools: dict[str, Any] = {}
         self.references = KeptReferences(self.settings.reference_children_kept)
-        self._current: Session | None = None
-        # The last evaluation's, for the worker's log: what the compiler child did, and the requests to the
-        # children by child and command (Session.requests).
-        self.last_precompile: PrecompileOutcome | None = None
-        self.last_requests: dict[str, dict[str, float]] = {}
-        self.last_retried_alone = False  # it ran out of memory beside others and ran again alone
-        self.last_started_alone = False  # its problem had, so it started alone
-        self.last_reference_kept = False  # its reference child had served an earlier evaluation
+        self._current: Link | None = None
         self._alone = ProblemsAlone(Path(f"{lock}.alone")) if lock else None
 
     def evaluate(
@@ -74,8 +70,9 @@ class Evaluator:
         candidate_source: str,
         options: EvalOptions | None = None,
         timings: TimingStore | None = None,
-    ) -> EvalResult:
-        """`timings` keeps reference timings between evaluations (see `services.timing_cache`). An evaluation
+    ) -> Evaluation:
+        """The result and how the evaluation ran (an EvaluationError carries the latter as `diagnostics`).
+        `timings` keeps reference timings between evaluations (see `services.timing_cache`). An evaluation
         that ran out of device memory beside others' runs once more with the device to itself; where the
         problem's sizes were the cause, that problem's next candidates on the device start alone."""
         options = options or EvalOptions()
@@ -83,16 +80,13 @@ class Evaluator:
         if device == "cuda" and not torch.cuda.is_available():
             raise InfrastructureFault("device 'cuda' requested but no CUDA device is available")
         slot = self.timing_slot if device == "cuda" else None
-        self.last_retried_alone = self.last_started_alone = self.last_reference_kept = False
         if slot is None or self._alone is None:  # both made from the device lock
-            return self._attempt(problem, candidate_source, options, device, timings, None)
-        if problem in self._alone:
-            self.last_started_alone = True
-        else:
+            return self._attempt(problem, candidate_source, options, device, timings, None, Diagnostics())
+        started_alone = problem in self._alone
+        if not started_alone:
             try:
-                return self._attempt(problem, candidate_source, options, device, timings, slot)
+                return self._attempt(problem, candidate_source, options, device, timings, slot, Diagnostics())
             except DeviceMemoryShort as short:
-                self.last_retried_alone = True
                 if short.problem_sized:
                     self._alone.add(problem)
         # Out of the handler: the first attempt's frames are gone, and with them the buffers they held.
@@ -100,7 +94,8 @@ class Evaluator:
             self.references.close()  # this process's idle reference children hold device memory too
             drain_closed_children(every=True)  # the first attempt's, whatever they held
             torch.cuda.empty_cache()
-            return self._attempt(problem, candidate_source, options, device, timings, None)
+            diagnostics = Diagnostics(retried_alone=not started_alone, started_alone=started_alone)
+            return self._attempt(problem, candidate_source, options, device, timings, None, diagnostics)
 
     def _attempt(
         self,
@@ -110,39 +105,134 @@ class Evaluator:
         device: str,
         timings: TimingStore | None,
         sharing: TimingSlot | None,
-    ) -> EvalResult:
-        """One run of the stages; `sharing`: the slot whose device other evaluations' memory may fill."""
-        session = Session(
-            self.settings, options, device, self.receive_pool, self.timing_slot, memory_shared=sharing is not None
+        diagnostics: Diagnostics,
+    ) -> Evaluation:
+        """One run of the stages; `sharing`: the slot whose device other evaluations' memory may fill. How it ran
+        goes to `diagnostics`, which an EvaluationError out of it carries."""
+        record = Record(self.settings.defences)
+        link = Link(
+            self.settings,
+            options,
+            device,
+            record,
+            self.receive_pool,
+            self.timing_slot,
+            memory_shared=sharing is not None,
         )
-        self._current = session
+        self._current = link
+        with _reported(diagnostics):
+            try:
+                with _stay(sharing):
+                    result = self._run(link, record, problem, candidate_source, timings, diagnostics)
+            except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
+                if sharing is not None:
+                    raise DeviceMemoryShort("the device ran out of memory for the parent's buffers", True) from exc
+                raise ReferenceFailed(
+                    "the device's memory cannot hold this evaluation's tensors, with the device to itself: "
+                    f"{str(exc).splitlines()[0]}"
+                ) from None
+            finally:
+                self._current = None
+                diagnostics.requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in link.requests.items()}
+                if device == "cuda":  # what the parent received goes back to the device, not to an idle cache
+                    self._mem_pools = {}
+                    torch.cuda.empty_cache()
+        return Evaluation(result, diagnostics)
+
+    def _run(
+        self,
+        link: Link,
+        record: Record,
+        problem: Problem,
+        candidate: str,
+        timings: TimingStore | None,
+        diagnostics: Diagnostics,
+    ) -> EvalResult:
+        """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached."""
+        s, opt, gpu = link.settings, link.options, link.device == "cuda"
+        phases: dict[str, float] = {}
+        checked, timed, profiled = CorrectnessOutcome(), TimingOutcome(), ProfileOutcome()
+        flags: list[str] = []
+        stored = timing_cache.Lookup(timings, problem.source, environment(link.device, "unknown"), s, link.nonce)
+        verdict, texts = Verdict.PASSED, []
+        ended = False
+        t0 = time.monotonic()
         try:
-            with _stay(sharing):
-                return _run(session, self.pool, self.references, problem, candidate_source, timings)
-        except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
-            if sharing is not None:
-                raise DeviceMemoryShort("the device ran out of memory for the parent's buffers", True) from exc
-            raise ReferenceFailed(
-                "the device's memory cannot hold this evaluation's tensors, with the device to itself: "
-                f"{str(exc).splitlines()[0]}"
-            ) from None
+            if link.defended:
+                static_triage(record, candidate)
+            with _phase(phases, "start"):
+                started = start_children(link, self.pool, self.references, problem, candidate)
+                diagnostics.reference_kept = started.reference_kept
+                pending = None
+                if gpu and s.precompile:
+                    capability = torch.cuda.get_device_capability()
+                    pending = begin_precompile(link, self.pool, problem, candidate, (capability[0], capability[1]))
+            phases["start_ready_wait"] = started.ready_wait_s
+            phases["start_drain"] = started.drain_s
+            with _phase(phases, "load"):
+                load(link, record)
+            if pending is not None:
+                with _phase(phases, "precompile"):  # the wait for the pass after the load
+                    cache = os.path.join(link.cand.tmpdir, TRITON_CACHE)
+                    diagnostics.precompile = finish_precompile(link, pending, cache)
+            with _phase(phases, "correctness"):
+                checked = correctness(link, record, opt.correctness_trials or s.correctness_trials, candidate)
+                why = shape_generality(problem.source, opt.policy or s.policy)
+                also = hidden_sizes(link, record, problem.source, why) if why else ""
+            texts += [checked.text, also] if also else [checked.text]
+            if opt.timing:
+                with _phase(phases, "timing"):
+                    plan = _timing_plan(link, self.pool, problem, stored, checked.reference_output)
+                    timed = timing(link, record, plan)
+                phases.update({f"timing_{part}": held for part, held in timed.held_s.items()})
+                texts.append(timed.text)
+            cand, ref = timed.runtimes.get("candidate"), timed.runtimes.get("reference")
+            if link.defended and gpu and opt.profile:
+                with _phase(phases, "profile"):
+                    profiled = profile(link, record, opt.policy or s.policy)
+                texts.append(profiled.text)
+            if link.defended and gpu and cand and ref:
+                flags += plausibility(link, record, cand, ref, checked.io_bytes, checked.flops)
+            if link.defended:
+                with _phase(phases, "dependence"):  # last: whatever a neutralised call leaves behind reaches nothing
+                    output_dependence(link, record)
+                record_silent_guards(record)
+            stored.save(timed.runtimes, timed.from_cache)  # only an evaluation that passed every check stores
+            ended = True
+        except EarlyVerdict as early:
+            verdict, texts = early.verdict, [early.feedback]
+            # How far the candidate got in the stage that ended it, where the result reports that.
+            checked = early.reached if isinstance(early.reached, CorrectnessOutcome) else checked
+            profiled = early.reached if isinstance(early.reached, ProfileOutcome) else profiled
+            ended = True
         finally:
-            self._current = None
-            self.last_reference_kept = session.reference_kept
-            self.last_precompile = session.precompiled
-            self.last_requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in session.requests.items()}
-            if device == "cuda":  # what the parent received goes back to the device, not to an idle cache
-                self._mem_pools = {}
-                torch.cuda.empty_cache()
+            stored.release()
+            io = sum(checked.io_bytes)
+            # Not after a failure of the machine's, the reference's, or a cancellation (`ended` unset), and only
+            # where its tensors were small: an idle child keeps what its caching allocator holds.
+            if ended and io <= SMALL_TENSOR_BYTES and (child := link.keep_reference()):
+                self.references.keep(self.references.key(link.device, problem), child)
+            # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
+            # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.
+            network = link.close(light=link.memory_shared and 0 < io <= SMALL_TENSOR_BYTES)
+            if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
+                phases["compile"] = link.compile_total_s
+                phases["first_call"] = checked.first_call_s
+                if "correctness" in phases:
+                    phases["correctness"] -= min(link.compile_total_s, phases["correctness"])
+            phases["total"] = time.monotonic() - t0
+        return _result(
+            link, record, problem, verdict, " ".join(texts), network, checked, timed, profiled, flags, phases
+        )
 
     def cancel(self) -> bool:
         """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` raises
         EvaluationCancelled promptly."""
-        session = self._current
-        if session is None:
+        link = self._current
+        if link is None:
             return False
-        session.cancelled = True
-        for child in session.children():
+        link.cancelled = True
+        for child in link.children():
             child.kill()
         return True
 
@@ -200,6 +290,16 @@ def _mtime(path: Path) -> float:
 
 
 @contextmanager
+def _reported(diagnostics: Diagnostics) -> Iterator[None]:
+    """An EvaluationError out of the block carries `diagnostics`: the worker logs how a failed evaluation ran too."""
+    try:
+        yield
+    except EvaluationError as exc:
+        exc.diagnostics = diagnostics
+        raise
+
+
+@contextmanager
 def _stay(sharing: TimingSlot | None) -> Iterator[None]:
     """An evaluation's stay on a shared device, until the children that held its memory are gone: an evaluation
     alone on the device next must not meet their memory."""
@@ -213,85 +313,6 @@ def _stay(sharing: TimingSlot | None) -> Iterator[None]:
             drain_closed_children(every=False)
 
 
-def _run(
-    session: Session,
-    pool: ChildPool,
-    references: KeptReferences,
-    problem: Problem,
-    candidate: str,
-    timings: TimingStore | None,
-) -> EvalResult:
-    """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached."""
-    s, opt, gpu = session.settings, session.options, session.device == "cuda"
-    phases: dict[str, float] = {}
-    checked, timed, profiled = CorrectnessOutcome(), TimingOutcome(), ProfileOutcome()
-    flags: list[str] = []
-    stored = timing_cache.Lookup(timings, problem.source, environment(session.device, "unknown"), s, session.nonce)
-    verdict, texts = Verdict.PASSED, []
-    ended = False
-    t0 = time.monotonic()
-    try:
-        if session.defended:
-            static_triage(session, candidate)
-        with _phase(phases, "start"):
-            session.reference_kept = start_children(session, pool, references, problem, candidate)
-            pending = None
-            if gpu and s.precompile:
-                capability = torch.cuda.get_device_capability()
-                pending = begin_precompile(session, pool, problem, candidate, (capability[0], capability[1]))
-        phases["start_ready_wait"] = session.ref.waited_ready_s + session.cand.waited_ready_s
-        phases["start_drain"] = session.ref.waited_drain_s + session.cand.waited_drain_s
-        with _phase(phases, "load"):
-            load(session)
-        if pending is not None:
-            with _phase(phases, "precompile"):  # the wait for the pass after the load
-                cache = os.path.join(session.cand.tmpdir, TRITON_CACHE)
-                session.precompiled = finish_precompile(session, pending, cache)
-        with _phase(phases, "correctness"):
-            correctness(session, opt.correctness_trials or s.correctness_trials, candidate, checked)
-            if why := shape_generality(problem.source, opt.policy or s.policy):
-                hidden_sizes(session, problem.source, why, checked)
-        texts.append(checked.text)
-        if opt.timing:
-            with _phase(phases, "timing"):
-                timing(session, _timing_plan(session, pool, problem, stored), timed)
-            phases.update({f"timing_{part}": held for part, held in timed.held_s.items()})
-            texts.append(timed.text)
-        cand, ref = timed.runtimes.get("candidate"), timed.runtimes.get("reference")
-        if session.defended and gpu and opt.profile:
-            with _phase(phases, "profile"):
-                profile(session, opt.policy or s.policy, profiled)
-            texts.append(profiled.text)
-        if session.defended and gpu and cand and ref:
-            flags += plausibility(session, cand, ref, checked.io_bytes, checked.flops)
-        if session.defended:
-            with _phase(phases, "dependence"):  # last: whatever a neutralised call leaves behind reaches nothing
-                output_dependence(session)
-            record_silent_guards(session)
-        stored.save(timed.runtimes, timed.from_cache)  # only an evaluation that passed every check stores
-        ended = True
-    except EarlyVerdict as early:
-        verdict, texts = early.verdict, [early.feedback]
-        ended = True
-    finally:
-        stored.release()
-        io = sum(checked.io_bytes)
-        # Not after a failure of the machine's, the reference's, or a cancellation (`ended` unset), and only where
-        # its tensors were small: an idle child keeps what its caching allocator holds.
-        if ended and io <= SMALL_TENSOR_BYTES and (child := session.keep_reference()):
-            references.keep(references.key(session.device, problem), child)
-        # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
-        # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.
-        network = session.close(light=session.memory_shared and 0 < io <= SMALL_TENSOR_BYTES)
-        if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
-            phases["compile"] = session.compile_total_s
-            phases["first_call"] = checked.first_call_s
-            if "correctness" in phases:
-                phases["correctness"] -= min(session.compile_total_s, phases["correctness"])
-        phases["total"] = time.monotonic() - t0
-    return _result(session, problem, verdict, " ".join(texts), network, checked, timed, profiled, flags, phases)
-
-
 @contextmanager
 def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
     """Seconds spent in a stage, recorded only when it completes (as the phases have always been)."""
@@ -300,24 +321,28 @@ def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
     phases[name] = time.monotonic() - t
 
 
-def _timing_plan(session: Session, pool: ChildPool, problem: Problem, stored: timing_cache.Lookup) -> TimingPlan:
-    s, cpu = session.settings, session.device == "cpu"
+def _timing_plan(
+    link: Link, pool: ChildPool, problem: Problem, stored: timing_cache.Lookup, reference_output: Structure | None
+) -> TimingPlan:
+    s, cpu = link.settings, link.device == "cpu"
     sides: dict[str, tuple[str, Any]] = {"reference": ("reference", "eager"), "candidate": ("candidate", "eager")}
-    if session.options.compare_compile and not cpu:
+    if link.options.compare_compile and not cpu:
         sides["compiled"] = ("reference", "compiled")
     return TimingPlan(
         sides,
-        stored=stored.load({k: v for k, (_, v) in sides.items() if k != "candidate"}, session.stop_if_cancelled),
-        cap_s=s.cpu_timing_budget_s if cpu else (session.options.timing_budget_s or s.timing_budget_s),
+        stored=stored.load({k: v for k, (_, v) in sides.items() if k != "candidate"}, link.stop_if_cancelled),
+        cap_s=s.cpu_timing_budget_s if cpu else (link.options.timing_budget_s or s.timing_budget_s),
         # Several processes only pay off where the figure is kept for the next candidates (a timing store).
         processes=s.cpu_reference_processes if cpu else (s.reference_processes if stored.store is not None else 1),
-        acquire_references=lambda n: acquire_references(session, pool, n),
-        start_reference=lambda child: start_reference(session, child, problem),
+        acquire_references=lambda n: acquire_references(link, pool, n),
+        start_reference=lambda child: start_reference(link, child, problem),
+        reference_output=reference_output,
     )
 
 
 def _result(
-    session: Session,
+    link: Link,
+    record: Record,
     problem: Problem,
     verdict: Verdict,
     text: str,
@@ -331,9 +356,9 @@ def _result(
     cand = timed.runtimes.get("candidate")
     ref = timed.runtimes.get("reference")
     comp = timed.runtimes.get("compiled")
-    meaningful = session.device == "cuda" and cand is not None
+    meaningful = link.device == "cuda" and cand is not None
     passed = verdict is Verdict.PASSED
-    if stood := sorted({c.name for c in session.checks if c.stood_down}):
+    if stood := sorted({c.name for c in record.checks if c.stood_down}):
         text += f" Checks stood down, as the problem's own reference would fail them: {', '.join(stood)}."
     return EvalResult(
         problem=problem.id,
@@ -347,13 +372,13 @@ def _result(
         reference_runtime=ref,
         reference_compile_runtime=comp,
         correctness=checked.summary,
-        checks=session.checks,
+        checks=record.checks,
         profile=profiled.summary,
         flags=flags,
         timings_from_cache=timed.from_cache,
-        feedback=feedback.cap(f"[{verdict.value}] {text}".strip(), session.settings.feedback_max_chars),
+        feedback=feedback.cap(f"[{verdict.value}] {text}".strip(), link.settings.feedback_max_chars),
         phases={k: round(v, 4) for k, v in phases.items()},
-        environment=environment(session.device, network),
+        environment=environment(link.device, network),
     )
 
 

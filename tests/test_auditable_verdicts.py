@@ -26,7 +26,7 @@ def test_measured_values_and_thresholds_survive_json_even_when_not_finite():
 
 
 def test_a_timeout_records_how_long_it_waited_and_its_limit(strict_timeouts, relu):
-    result = strict_timeouts.evaluate(relu, relu_candidate("while True:\n    pass"), NO_TIMING)
+    result = strict_timeouts.evaluate(relu, relu_candidate("while True:\n    pass"), NO_TIMING).result
     assert result.verdict is Verdict.TIMEOUT
     [check] = [c for c in result.failed_checks() if c.name == "time_limit"]
     assert check.measured["waited_s"] >= check.thresholds["limit_s"] > 0
@@ -36,7 +36,7 @@ def test_a_timeout_records_how_long_it_waited_and_its_limit(strict_timeouts, rel
 
 def test_a_rejection_records_the_measured_value_and_threshold(evaluator, relu):
     body = "import threading\nthreading.Thread(target=lambda: __import__('time').sleep(30), daemon=True).start()\n"
-    result = evaluator.evaluate(relu, relu_candidate(body + "return triton_relu(x)"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body + "return triton_relu(x)"), NO_TIMING).result
     assert result.verdict is Verdict.REJECTED
     [check] = [c for c in result.failed_checks() if c.name == "no_new_threads"]
     assert check.measured["new_threads"] >= 1 and check.thresholds == {"new_threads": 0}

@@ -45,7 +45,7 @@ NO_TIMING = EvalOptions(device="cpu", timing=False)
 def test_honest_bundled_kernel_passes(evaluator, problems, problem_id):
     if problem_id in RUNTIME_LOOP_BOUNDS and tuple(map(int, triton.__version__.split(".")[:2])) < (3, 7):
         pytest.skip("the Triton 3.6 interpreter rejects runtime loop bounds (`range(0, K, BLOCK)`); CPU mode needs 3.7")
-    result = evaluator.evaluate(problems.load(problem_id), bundled_source(problem_id), CPU)
+    result = evaluator.evaluate(problems.load(problem_id), bundled_source(problem_id), CPU).result
     assert result.verdict is Verdict.PASSED, result.feedback
     assert result.correct and result.compiled
     assert result.speedup is None and not result.timing_meaningful
@@ -63,7 +63,7 @@ def test_phases_split_the_devices_hold_and_what_the_start_waited_for_and_report_
     # #13: a measurement's hold is what every other evaluation on the GPU waits through, the first call is the
     # longest request a measurement waits for, and `start` is to take 0.1 s at steady state; each part is
     # reported so that a GPU run shows where they go.
-    result = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU)
+    result = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU).result
     phases = result.phases
     parts = {"timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"}
     assert parts <= phases.keys() and all(phases[p] >= 0 for p in parts)
@@ -77,9 +77,10 @@ def test_a_timed_evaluation_releases_once_per_stage_and_re_checks_in_three_reque
     # drops what it kept anyway, so releases between trials and between re-checks were requests for nothing; the
     # re-checks take the reference's outputs for every seed in one request, the candidate's retained copies in
     # another and its last output in a third, where they took two requests a call.
-    result = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU)
+    evaluation = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU)
+    result = evaluation.result
     assert result.verdict is Verdict.PASSED
-    sent = {kind: tally["n"] for kind, tally in evaluator.last_requests.items()}
+    sent = {kind: tally["n"] for kind, tally in evaluation.diagnostics.requests.items()}
     assert sent["reference.release"] <= 4 and sent["candidate.release"] <= 4, sent
     assert sent["reference.recompute"] == 1 and sent["reference.call"] == sent["candidate.call"] == 4, sent
     # 3 trials, then the retained copies in one, the last output, the output-dependence check's output
@@ -90,15 +91,16 @@ def test_correctness_trials_take_each_childs_tensors_in_one_request_and_the_refe
     # Three trials of small tensors: each child's inputs and output (and the candidate's repeat) in one delivery,
     # after the first trial the reference's with its call's reply; the output-dependence check's output besides.
     # A candidate's call never carries the parent's buffers: its code runs during it.
-    result = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+    evaluation = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+    result = evaluation.result
     assert result.verdict is Verdict.PASSED and result.correctness.trials_passed == 3
-    sent = {kind: tally["n"] for kind, tally in evaluator.last_requests.items()}
+    sent = {kind: tally["n"] for kind, tally in evaluation.diagnostics.requests.items()}
     assert sent["reference.call"] == sent["candidate.call"] == 4, sent
     assert sent["reference.deliver"] <= 2 and sent["candidate.deliver"] <= 4, sent
 
 
 def test_wrong_values_are_incorrect_with_mismatch_feedback(evaluator, relu):
-    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x) + 1e-2"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x) + 1e-2"), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
     assert not result.correct and result.compiled
     assert "differ" in result.feedback and "trial 1/3" in result.feedback
@@ -107,33 +109,33 @@ def test_wrong_values_are_incorrect_with_mismatch_feedback(evaluator, relu):
 
 
 def test_wrong_shape_is_incorrect(evaluator, relu):
-    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x)[:, :10]"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x)[:, :10]"), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
     assert "shape" in result.feedback
 
 
 def test_wrong_dtype_is_incorrect(evaluator, relu):
-    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x).double()"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x).double()"), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
     assert "dtype" in result.feedback
 
 
 def test_nan_in_wrong_place_is_incorrect(evaluator, relu):
     body = "y = triton_relu(x)\ny[0, 0] = float('nan')\nreturn y"
-    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
     assert "NaN/Inf" in result.feedback
 
 
 def test_syntax_error_is_compile_error(evaluator, relu):
-    result = evaluator.evaluate(relu, "class ModelNew(:\n    pass\n", NO_TIMING)
+    result = evaluator.evaluate(relu, "class ModelNew(:\n    pass\n", NO_TIMING).result
     assert result.verdict is Verdict.COMPILE_ERROR
     assert not result.compiled
     assert "SyntaxError" in result.feedback
 
 
 def test_missing_model_new_is_compile_error(evaluator, relu):
-    result = evaluator.evaluate(relu, "import torch\nclass Model(torch.nn.Module):\n    pass\n", NO_TIMING)
+    result = evaluator.evaluate(relu, "import torch\nclass Model(torch.nn.Module):\n    pass\n", NO_TIMING).result
     assert result.verdict is Verdict.COMPILE_ERROR
     assert "ModelNew" in result.feedback
 
@@ -146,13 +148,13 @@ def _bad(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs) + undefined_name, mask=offs < n)
 """
     body = "_bad[(1,)](x, x.numel(), BLOCK=128)\nreturn triton_relu(x)"
-    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING).result
     assert result.verdict in (Verdict.COMPILE_ERROR, Verdict.RUNTIME_ERROR)
     assert "undefined_name" in result.feedback
 
 
 def test_exception_in_forward_is_runtime_error_with_traceback(evaluator, relu):
-    result = evaluator.evaluate(relu, relu_candidate("raise ValueError('boom from forward')"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate("raise ValueError('boom from forward')"), NO_TIMING).result
     assert result.verdict is Verdict.RUNTIME_ERROR
     assert "boom from forward" in result.feedback
     assert "kg_candidate.py" in result.feedback  # the candidate's own frame, not the harness's
@@ -170,22 +172,22 @@ def test_exception_in_forward_is_runtime_error_with_traceback(evaluator, relu):
     ids=["segfault", "abort", "os_exit_0", "os_exit_3", "null_deref"],
 )
 def test_process_death_is_crashed_and_next_evaluation_unaffected(evaluator, relu, body, expect):
-    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict is Verdict.CRASHED
     assert expect in result.feedback
-    after = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING)
+    after = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result
     assert after.verdict is Verdict.PASSED
 
 
 def test_crash_at_import_time_is_crashed(evaluator, relu):
-    result = evaluator.evaluate(relu, "import os\nos._exit(0)\n", NO_TIMING)
+    result = evaluator.evaluate(relu, "import os\nos._exit(0)\n", NO_TIMING).result
     assert result.verdict is Verdict.CRASHED
     assert "importing" in result.feedback
 
 
 def test_infinite_loop_times_out_within_the_phase_limit(strict_timeouts, relu):
     start = time.monotonic()
-    result = strict_timeouts.evaluate(relu, relu_candidate("while True:\n    pass"), NO_TIMING)
+    result = strict_timeouts.evaluate(relu, relu_candidate("while True:\n    pass"), NO_TIMING).result
     elapsed = time.monotonic() - start
     assert result.verdict is Verdict.TIMEOUT
     assert "Timed out" in result.feedback
@@ -196,7 +198,7 @@ def test_infinite_loop_times_out_within_the_phase_limit(strict_timeouts, relu):
 
 def test_huge_allocation_fails_cleanly(strict_timeouts, relu):
     body = "junk = torch.empty(1 << 42, dtype=torch.uint8)\njunk.fill_(1)\nreturn triton_relu(x)"
-    result = strict_timeouts.evaluate(relu, relu_candidate(body), NO_TIMING)
+    result = strict_timeouts.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict in (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
     assert result.verdict is not Verdict.PASSED
 
@@ -207,7 +209,7 @@ def test_memory_hog_is_killed_by_the_watchdog(relu):
 
     body = "hog = [torch.ones(1 << 20) for _ in range(4000)]\nreturn triton_relu(x)"
     with Evaluator(EvalSettings(memory_limit_mb=2048, correctness_trials=1, warm_children=0)) as ev:
-        result = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
+        result = ev.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict in (Verdict.CRASHED, Verdict.RUNTIME_ERROR)
 
 
@@ -219,13 +221,13 @@ def test_a_candidate_that_goes_wrong_after_its_first_trial_is_incorrect(evaluato
     # From the second trial on, the reference's tensors come with its call's reply and the candidate's in one
     # delivery: the checks are the same.
     body = f"CALLS[0] += 1\ny = triton_relu(x)\nif CALLS[0] > 2:  # the first trial calls twice\n    {late}\nreturn y"
-    result = evaluator.evaluate(relu, relu_candidate(body, "CALLS = [0]\n"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body, "CALLS = [0]\n"), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT, result.feedback
     assert expect in result.feedback
 
 
 def test_mutating_inputs_is_incorrect(evaluator, relu):
-    result = evaluator.evaluate(relu, relu_candidate("y = triton_relu(x)\nx.zero_()\nreturn y"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate("y = triton_relu(x)\nx.zero_()\nreturn y"), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
     assert "modified its input" in result.feedback
     assert any(c.name == "inputs_unchanged" and not c.passed for c in result.checks)
@@ -238,7 +240,9 @@ def test_mutating_inputs_is_incorrect(evaluator, relu):
 )
 def test_faithful_in_place_candidate_passes(evaluator, op, expr):
     problem = Problem(id="inplace", source=IN_PLACE_REFERENCE.format(op=op))
-    result = evaluator.evaluate(problem, relu_candidate(IN_PLACE_BODY, IN_PLACE_KERNEL.format(expr=expr)), NO_TIMING)
+    result = evaluator.evaluate(
+        problem, relu_candidate(IN_PLACE_BODY, IN_PLACE_KERNEL.format(expr=expr)), NO_TIMING
+    ).result
     assert result.verdict is Verdict.PASSED, result.feedback
     assert any(c.name == "inputs_unchanged" and c.passed and "in-place" in c.detail for c in result.checks)
     assert any(c.name == "deterministic" and c.passed for c in result.checks)
@@ -254,7 +258,7 @@ def _add(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
 """
-    result = evaluator.evaluate(problem, relu_candidate(body, extra), NO_TIMING)
+    result = evaluator.evaluate(problem, relu_candidate(body, extra), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
     assert any(c.name == "inputs_unchanged" and not c.passed for c in result.checks)
 
@@ -272,7 +276,7 @@ def _half(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     body = (
         "out = torch.empty_like(x)\n_half[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)\nreturn out"
     )
-    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
 
 
@@ -286,7 +290,7 @@ if key not in _CACHE:
     _CACHE[key] = triton_relu(x)
 return _CACHE[key]
 """
-    result = evaluator.evaluate(relu, relu_candidate(body, extra), CPU)
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), CPU).result
     assert result.verdict is Verdict.REJECTED
     assert not result.correct and result.speedup is None
     assert any(c.name == "custom_kernel_launched" and not c.passed for c in result.checks)
@@ -328,7 +332,7 @@ _ANSWERED.append((x.clone(), noise.clone()))
 return noise
 """
     with Evaluator(EvalSettings(correctness_trials=1, warm_children=1, recheck_fraction=1.0)) as ev:
-        result = ev.evaluate(relu, relu_candidate(body, extra), CPU)
+        result = ev.evaluate(relu, relu_candidate(body, extra), CPU).result
     assert result.verdict is Verdict.REJECTED
     recheck = [c for c in result.checks if c.name == "timed_output_recheck"]
     assert not recheck[0].passed and "changed after the call returned" in recheck[0].detail
@@ -343,7 +347,7 @@ import os
 leaked = any(k in os.environ for k in ("OPENAI_API_KEY", "KERNELGYM_REDIS_URL"))
 return triton_relu(x) + (1.0 if leaked else 0.0)
 """
-    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
 
 
@@ -353,7 +357,7 @@ import os, tempfile
 private = os.getcwd() == os.environ["HOME"] == tempfile.gettempdir() and "kernelgym-" in os.getcwd()
 return triton_relu(x) + (0.0 if private else 1.0)
 """
-    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
 
 
@@ -373,7 +377,7 @@ except OSError:
 return triton_relu(x) + (1.0 if reached else 0.0)
 """
     try:
-        result = undefended.evaluate(relu, relu_candidate(body), NO_TIMING)
+        result = undefended.evaluate(relu, relu_candidate(body), NO_TIMING).result
     finally:
         server.close()
     if not result.environment.network_isolation.startswith(("netns", "userns")):
@@ -385,7 +389,7 @@ def test_reference_given_as_source_and_problem_name(evaluator, relu):
     from services.problems import Problem
 
     problem = Problem(id="my_relu", source=relu.source)
-    result = evaluator.evaluate(problem, bundled_source("level1/1_ReLU"), NO_TIMING)
+    result = evaluator.evaluate(problem, bundled_source("level1/1_ReLU"), NO_TIMING).result
     assert result.verdict is Verdict.PASSED
     assert result.problem == "my_relu"
 
@@ -421,7 +425,7 @@ def test_a_timed_output_of_another_shape_is_rejected_before_the_parent_receives_
     # The parent sizes its buffers by the reference's output, never by a candidate's claim: one that claimed a
     # huge output would run the parent out of device memory, which counts against the problem.
     body = "global CALLS\nCALLS += 1\nout = triton_relu(x)\nreturn torch.cat([out, out]) if CALLS > 8 else out"
-    result = evaluator.evaluate(relu, unique(relu_candidate(body, "CALLS = 0\n")), CPU)
+    result = evaluator.evaluate(relu, unique(relu_candidate(body, "CALLS = 0\n")), CPU).result
     assert result.verdict is Verdict.REJECTED
     failed = [c for c in result.checks if not c.passed]
     assert [c.name for c in failed] == ["timed_output_recheck"] and "(128, 1000)" in failed[0].detail, failed
@@ -436,7 +440,10 @@ def test_re_checks_go_one_by_one_where_the_references_output_changes_shape_with_
         '    return [torch.randn(rows + random.randint(1, 8), cols, device="cuda")]',
     )
     assert source != relu.source
-    result = evaluator.evaluate(Problem("level1/relu_rows_drawn", source), unique(bundled_source("level1/1_ReLU")), CPU)
+    evaluation = evaluator.evaluate(
+        Problem("level1/relu_rows_drawn", source), unique(bundled_source("level1/1_ReLU")), CPU
+    )
+    result = evaluation.result
     assert result.verdict is Verdict.PASSED, result.feedback
-    sent = {kind: tally["n"] for kind, tally in evaluator.last_requests.items()}
+    sent = {kind: tally["n"] for kind, tally in evaluation.diagnostics.requests.items()}
     assert sent["reference.recompute"] == 1 and sent["reference.call"] > sent["candidate.call"], sent

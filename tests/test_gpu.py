@@ -39,7 +39,7 @@ NO_TIMING = EvalOptions(device="cuda", timing=False)
     "problem_id", ["level1/1_ReLU", "level1/4_Softmax_rows", "level1/6_Matmul", "level2/1_Linear_Bias_ReLU"]
 )
 def test_honest_kernel_passes_with_timing(evaluator, problems, problem_id):
-    result = evaluator.evaluate(problems.load(problem_id), bundled_source(problem_id), CUDA)
+    result = evaluator.evaluate(problems.load(problem_id), bundled_source(problem_id), CUDA).result
     assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
     assert result.timing_meaningful and result.speedup is not None and result.speedup > 0
     assert result.candidate_runtime.trials >= 20 and result.reference_runtime.trials >= 20
@@ -55,14 +55,14 @@ def _wild(x_ptr, out_ptr, far, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs))
 """
     body = "out = torch.empty_like(x)\n_wild[(1,)](x, out, 1 << 40, BLOCK=128)\ntorch.cuda.synchronize()\nreturn out"
-    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING).result
     assert result.verdict in (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
-    assert evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED
+    assert evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result.verdict is Verdict.PASSED
 
 
 def test_huge_gpu_allocation_is_runtime_error(evaluator, relu):
     body = "junk = torch.empty(1 << 50, dtype=torch.uint8, device=x.device)\nreturn triton_relu(x)"
-    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict is Verdict.RUNTIME_ERROR
     assert "memory" in result.feedback.lower()
 
@@ -83,7 +83,7 @@ class ModelNew(_Honest):
         return out
 """
     )
-    result = evaluator.evaluate(problem, body, CUDA)
+    result = evaluator.evaluate(problem, body, CUDA).result
     assert result.verdict is Verdict.REJECTED, result.feedback
 
 
@@ -98,7 +98,7 @@ def late():
 threading.Thread(target=late).start()
 return out
 """
-    result = evaluator.evaluate(relu, relu_candidate(body), CUDA)
+    result = evaluator.evaluate(relu, relu_candidate(body), CUDA).result
     assert result.verdict in (Verdict.REJECTED, Verdict.INCORRECT)
     assert not result.correct
 
@@ -108,7 +108,7 @@ return out
 )
 def test_faithful_in_place_candidate_passes(evaluator, op, expr):
     problem = Problem(id="inplace", source=IN_PLACE_REFERENCE.format(op=op))
-    result = evaluator.evaluate(problem, relu_candidate(IN_PLACE_BODY, IN_PLACE_KERNEL.format(expr=expr)), CUDA)
+    result = evaluator.evaluate(problem, relu_candidate(IN_PLACE_BODY, IN_PLACE_KERNEL.format(expr=expr)), CUDA).result
     assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
 
 
@@ -152,7 +152,7 @@ def test_a_reference_that_forks_setsid_and_kills_harms_no_other_gpu_evaluation(e
 
 
 def test_adaptive_timing_reports_the_precision_it_reached(evaluator, relu):
-    result = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), EvalOptions(device="cuda"))
+    result = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), EvalOptions(device="cuda")).result
     cand, ref = result.candidate_runtime, result.reference_runtime
     assert result.verdict is Verdict.PASSED
     assert cand.ci95_target_rel == ref.ci95_target_rel == 0.01
@@ -165,7 +165,7 @@ def test_the_launch_shield_keeps_host_time_out_of_a_microsecond_kernels_samples(
     """A Triton wrapper's forward() spends ~0.2 ms on the host; a spin shorter than that left 10% of a 4.5 us
     kernel's calls at 60 us, and the median's CI never reached its target. The shield grows until the launches
     are queued before the window opens, so the candidate converges well before the call cap."""
-    result = evaluator.evaluate(problems.load("level1/5_RMSNorm"), bundled_source("level1/5_RMSNorm"), CUDA)
+    result = evaluator.evaluate(problems.load("level1/5_RMSNorm"), bundled_source("level1/5_RMSNorm"), CUDA).result
     cand = result.candidate_runtime
     assert result.verdict is Verdict.PASSED
     assert cand.launch_shield_cycles >= 1_000_000
@@ -178,13 +178,13 @@ def test_a_stored_reference_timing_is_reused_by_the_next_candidates(evaluator, r
     # 97-99% of the evaluations whose reference was stored reused it, and a GPU run of this test failed where it
     # asked that of one evaluation. Of two, one must.
     store = MemoryTimingStore()
-    first = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store)
+    first = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store).result
     assert first.timings_from_cache == []
     assert first.reference_runtime.processes == 5 and len(first.reference_runtime.process_medians_ms) == 5
     results = [first]
     for _ in range(2):
         results.append(
-            evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store)
+            evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store).result
         )
     n = next((n for n, r in enumerate(results) if r.timings_from_cache == ["reference"]), None)
     assert n is not None, [r.timings_from_cache for r in results]
@@ -195,7 +195,7 @@ def test_a_stored_reference_timing_is_reused_by_the_next_candidates(evaluator, r
 
 def test_a_kernel_launch_then_an_endless_loop_times_out_within_20_s(evaluator, relu):
     start = time.monotonic()
-    result = evaluator.evaluate(relu, relu_candidate("y = triton_relu(x)\nwhile True:\n    pass"), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate("y = triton_relu(x)\nwhile True:\n    pass"), NO_TIMING).result
     assert result.verdict is Verdict.TIMEOUT
     assert time.monotonic() - start < 20
     # The limit that was hit, with its value: the call's own, or what was left of the stage's when that is less.
@@ -211,11 +211,11 @@ def test_compilation_measured_by_the_hooks_extends_a_short_call_limit(relu):
 
     short = {"correctness_trials": 2, "warm_children": 1, "call_limit_floor_s": 0.2, "call_limit_multiple": 1}
     with Evaluator(EvalSettings(**short)) as ev:
-        result = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
+        result = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
     assert result.phases["compile"] > 0.2
     with Evaluator(EvalSettings(**short, compile_allowance_s=0)) as ev:
-        result = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
+        result = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING).result
     assert result.verdict is Verdict.TIMEOUT and "time limit of" in result.feedback
 
 
@@ -229,10 +229,9 @@ def test_the_compiler_child_compiles_the_candidates_kernels_and_changes_no_verdi
 
     settings = EvalSettings(correctness_trials=2, warm_children=1, precompile=True)
     with Evaluator(settings) as ev:
-        plain = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
-        outcome = ev.last_precompile
-        tuned = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
-        tuned_outcome = ev.last_precompile
+        plain, diagnostics = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+        tuned, tuned_diagnostics = ev.evaluate(relu, relu_candidate(TUNED_BODY, AUTOTUNED), NO_TIMING)
+    outcome, tuned_outcome = diagnostics.precompile, tuned_diagnostics.precompile
     assert plain.verdict is tuned.verdict is Verdict.PASSED, (plain.feedback, tuned.feedback)
     assert outcome.kernels == 1 and outcome.stopped == "" and outcome.copied_files > 0
     assert tuned_outcome.kernels == 12 and tuned_outcome.stopped == "" and tuned_outcome.copied_files > 0
@@ -240,8 +239,9 @@ def test_the_compiler_child_compiles_the_candidates_kernels_and_changes_no_verdi
 
 def test_the_compiler_child_cannot_reach_the_gpu(relu, tmp_path):
     # Candidate code runs in the compiler child with no device slot held: it must find no GPU, whatever it tries.
+    from services.parent.link import Link
     from services.parent.precompile import begin_precompile, finish_precompile
-    from services.parent.session import Session
+    from services.parent.record import Record
     from services.sandbox import ChildPool
     from services.settings import EvalSettings
 
@@ -256,9 +256,9 @@ raise ValueError(f"devices={reached}")"""
     settings = EvalSettings()
     pool = ChildPool(settings, size=0)
     try:
-        session = Session(settings, EvalOptions(), "cuda", lambda role: None)
-        pending = begin_precompile(session, pool, relu, relu_candidate(body), torch.cuda.get_device_capability())
-        outcome = finish_precompile(session, pending, str(tmp_path / "cache"))
+        link = Link(settings, EvalOptions(), "cuda", Record(settings.defences), lambda role: None)
+        pending = begin_precompile(link, pool, relu, relu_candidate(body), torch.cuda.get_device_capability())
+        outcome = finish_precompile(link, pending, str(tmp_path / "cache"))
     finally:
         pool.close()
     assert outcome.stopped == "forward(): ValueError: devices=0", outcome.stopped
@@ -319,7 +319,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
-    result = evaluator.evaluate(Problem(id="relu_4gb", source=reference), bundled_source("level1/1_ReLU"), CUDA)
+    result = evaluator.evaluate(Problem(id="relu_4gb", source=reference), bundled_source("level1/1_ReLU"), CUDA).result
     assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
 
 
@@ -357,14 +357,15 @@ def test_an_evaluation_out_of_memory_beside_another_runs_again_with_the_device_t
     lock = tmp_path / "gpu.lock"
     body = "scratch = torch.empty(8 << 30, dtype=torch.uint8, device=x.device)\nreturn triton_relu(x)"
     with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, device_lock=str(lock))) as ev:
-        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED  # warm
+        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result.verdict is Verdict.PASSED  # warm
         with _neighbour_holding_all_but_4_gib(lock):
-            result = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
+            result, diagnostics = ev.evaluate(relu, relu_candidate(body), NO_TIMING)
         assert result.verdict is Verdict.PASSED, result.feedback
-        assert ev.last_retried_alone and ev.timing_slot.alone_waited_s > 0.5
+        assert diagnostics.retried_alone and ev.timing_slot.alone_waited_s > 0.5
         # The candidate's own buffer ran out, which says nothing of the problem's next candidates.
-        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED
-        assert not ev.last_started_alone
+        result, diagnostics = ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING)
+        assert result.verdict is Verdict.PASSED
+        assert not diagnostics.started_alone
 
 
 def test_a_problem_whose_reference_ran_out_of_memory_beside_another_starts_its_next_candidates_alone(relu, tmp_path):
@@ -382,15 +383,15 @@ def test_a_problem_whose_reference_ran_out_of_memory_beside_another_starts_its_n
         ),
     )
     with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, device_lock=str(lock))) as ev:
-        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).verdict is Verdict.PASSED  # warm
+        assert ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result.verdict is Verdict.PASSED  # warm
         with _neighbour_holding_all_but_4_gib(lock):
-            first = ev.evaluate(large, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+            first, diagnostics = ev.evaluate(large, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
         assert first.verdict is Verdict.PASSED, first.feedback
-        assert ev.last_retried_alone and not ev.last_started_alone
+        assert diagnostics.retried_alone and not diagnostics.started_alone
         with _neighbour_holding_all_but_4_gib(lock):
-            second = ev.evaluate(large, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+            second, diagnostics = ev.evaluate(large, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
         assert second.verdict is Verdict.PASSED, second.feedback
-        assert ev.last_started_alone and not ev.last_retried_alone and ev.timing_slot.alone_waited_s > 0.5
+        assert diagnostics.started_alone and not diagnostics.retried_alone and ev.timing_slot.alone_waited_s > 0.5
 
 
 def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluations_small_children_to_die(relu, tmp_path):
@@ -400,8 +401,8 @@ def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluation
     from services.settings import EvalSettings
 
     with Evaluator(EvalSettings(correctness_trials=2, warm_children=2, device_lock=str(tmp_path / "gpu.lock"))) as ev:
-        first = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
-        second = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
+        first = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING).result
+        second = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING).result
     assert first.verdict is second.verdict is Verdict.PASSED
     assert second.phases["start_drain"] < 0.03, second.phases
 
@@ -451,7 +452,7 @@ def test_a_launcher_a_candidate_built_is_built_again_in_trusted_code_and_planted
 
     if not hasattr(driver, "make_launcher"):
         pytest.skip("this Triton has one generic launcher")
-    assert evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING).verdict is Verdict.PASSED
+    assert evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING).result.verdict is Verdict.PASSED
     assert sandbox._SEED.path is not None
 
     def launchers(cache: str) -> set[str]:
@@ -502,7 +503,7 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
     import sys
     from pathlib import Path
 
-    from services.parent.session import SMALL_BUFFER_BYTES
+    from services.parent.link import SMALL_BUFFER_BYTES
     from services.protocol.tensors import share_cuda
 
     root = str(Path(__file__).resolve().parent.parent)

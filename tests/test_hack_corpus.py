@@ -173,7 +173,7 @@ def evaluate_case(request, problems, case: CorpusCase, device: str, default_poli
             problems.load(case.problem),
             case.path.read_text(),
             EvalOptions(device=device) if default_policy else options_for(case, device),
-        )
+        ).result
     return _RESULTS[key]
 
 

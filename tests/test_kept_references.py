@@ -35,22 +35,22 @@ def _kept_pids(ev: Evaluator) -> list[int]:
 
 def test_the_next_candidate_of_a_problem_reuses_its_reference_child_and_never_a_candidate_child(keeping, problems):
     relu = problems.load(RELU)
-    first = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    first = keeping.evaluate(relu, bundled_source(RELU), OPTIONS).result
     kept = _kept_pids(keeping)
     second = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
-    assert [first.verdict.value, second.verdict.value] == ["passed", "passed"]
-    assert [keeping.last_reference_kept, len(kept)] == [True, 1]
+    assert [first.verdict.value, second.result.verdict.value] == ["passed", "passed"]
+    assert [second.diagnostics.reference_kept, len(kept)] == [True, 1]
     assert _kept_pids(keeping) == kept  # the same process served both, and is kept again
     # A wrong candidate fails against the reused reference as against a fresh one.
     wrong = keeping.evaluate(relu, bundled_source(RELU).replace("y = tl.where(x < 0.0, 0.0, x)", "y = x"), OPTIONS)
-    assert wrong.verdict.value == "incorrect" and keeping.last_reference_kept
+    assert wrong.result.verdict.value == "incorrect" and wrong.diagnostics.reference_kept
 
 
 def test_another_problem_takes_a_fresh_reference_child_and_the_least_recent_one_is_closed(keeping, problems):
     keeping.evaluate(problems.load(RELU), bundled_source(RELU), OPTIONS)
     relu_child = next(iter(keeping.references._idle.values()))
-    result = keeping.evaluate(problems.load(GELU), bundled_source(GELU), OPTIONS)
-    assert result.verdict.value == "passed" and not keeping.last_reference_kept
+    evaluation = keeping.evaluate(problems.load(GELU), bundled_source(GELU), OPTIONS)
+    assert evaluation.result.verdict.value == "passed" and not evaluation.diagnostics.reference_kept
     assert relu_child.proc.pid not in _kept_pids(keeping)  # at most one kept: ReLU's went
     assert relu_child.proc.wait(timeout=30) is not None
 
@@ -61,18 +61,18 @@ def test_a_kept_reference_child_killed_while_idle_gives_way_to_a_fresh_one(keepi
     child = next(iter(keeping.references._idle.values()))
     child.kill()  # any process of the worker's user can do this between evaluations
     child.proc.wait(timeout=30)
-    result = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
-    assert result.verdict.value == "passed" and not keeping.last_reference_kept
+    evaluation = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    assert evaluation.result.verdict.value == "passed" and not evaluation.diagnostics.reference_kept
 
 
 def test_a_reference_is_still_kept_after_its_candidate_failed(keeping, problems):
     relu = problems.load(RELU)
     failing = bundled_source(RELU).replace("x = x.contiguous()", "raise RuntimeError('no')")
     assert failing != bundled_source(RELU)
-    result = keeping.evaluate(relu, failing, OPTIONS)
+    result = keeping.evaluate(relu, failing, OPTIONS).result
     assert result.verdict.value == "runtime_error"
-    assert keeping.evaluate(relu, bundled_source(RELU), OPTIONS).verdict.value == "passed"
-    assert keeping.last_reference_kept
+    evaluation = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    assert evaluation.result.verdict.value == "passed" and evaluation.diagnostics.reference_kept
 
 
 def _job(role: str, reference: str, candidate: str | None = None) -> dict:
@@ -131,7 +131,7 @@ def test_no_child_searches_a_directory_a_candidate_can_write_for_modules(problem
     )
     problem = type(relu)(id=relu.id, source=relu.source + probe)
     with Evaluator(EvalSettings(correctness_trials=1, warm_children=0, fork_children=fork)) as ev:
-        assert ev.evaluate(problem, bundled_source(RELU), OPTIONS).verdict.value == "passed"
+        assert ev.evaluate(problem, bundled_source(RELU), OPTIONS).result.verdict.value == "passed"
 
 
 def test_a_reference_child_that_served_its_most_jobs_is_closed_rather_than_kept(keeping, problems, monkeypatch):
@@ -140,8 +140,9 @@ def test_a_reference_child_that_served_its_most_jobs_is_closed_rather_than_kept(
     keeping.references.close()
     pids = []
     for _ in range(3):
-        assert keeping.evaluate(relu, bundled_source(RELU), OPTIONS).verdict.value == "passed"
+        evaluation = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+        assert evaluation.result.verdict.value == "passed"
         pids.append(_kept_pids(keeping))
     # The first child served the first two (its second job its last, so it was closed); the third took a fresh one.
     assert pids[0] != [] and pids[1] == [] and pids[2] not in ([], pids[0])
-    assert keeping.last_reference_kept is False
+    assert evaluation.diagnostics.reference_kept is False

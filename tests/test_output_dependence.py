@@ -37,7 +37,7 @@ def test_decoy_kernel_while_pytorch_computes_is_rejected(evaluator, relu, launch
     {launch}
     return torch.relu(x)
     """
-    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict is Verdict.REJECTED, result.feedback
     check = dependence(result)
     assert not check.passed
@@ -115,7 +115,7 @@ def _iota(ptr, n, BLOCK: tl.constexpr):
     ids=["cached_output_buffer", "in_place_on_a_copy", "table_from_a_first_call_kernel", "autotune", "index_kernel"],
 )
 def test_kernels_the_output_depends_on_pass(evaluator, relu, body, extra):
-    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
     check = dependence(result)
     # Without its index kernel, index_select fails on garbage indices: the neutralised call ends in an error.
@@ -123,7 +123,7 @@ def test_kernels_the_output_depends_on_pass(evaluator, relu, body, extra):
 
 
 def test_bundled_kernel_passes_with_the_check_recorded(evaluator, relu):
-    result = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING)
+    result = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result
     assert result.verdict is Verdict.PASSED
     check = dependence(result)
     assert check.passed and "_relu_kernel" in check.detail
@@ -133,13 +133,13 @@ def test_in_place_kernel_of_an_in_place_reference_passes(evaluator):
     problem = Problem(id="inplace", source=IN_PLACE_REFERENCE.format(op="x.add_(1.0)"))
     result = evaluator.evaluate(
         problem, relu_candidate(IN_PLACE_BODY, IN_PLACE_KERNEL.format(expr="x + 1.0")), NO_TIMING
-    )
+    ).result
     assert result.verdict is Verdict.PASSED, result.feedback
     assert dependence(result).passed
 
 
 def test_the_check_is_off_with_the_defences(undefended, relu):
-    result = undefended.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING)
+    result = undefended.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result
     assert result.verdict is Verdict.PASSED
     assert not [c for c in result.checks if c.name == CHECK]
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import AUTOTUNED, TUNED_BODY, bundled_source, relu_candidate
 
+from services.parent.link import Link
 from services.parent.precompile import PrecompileOutcome, begin_precompile, finish_precompile
-from services.parent.session import Session
+from services.parent.record import Record
 from services.problems import Problem
 from services.sandbox import ChildPool, copy_cache
 from services.schema import EvalOptions
@@ -33,9 +34,9 @@ def pool() -> Iterator[ChildPool]:
 
 
 def run_pass(pool: ChildPool, problem: Problem, candidate: str, tmp_path, settings=SETTINGS) -> PrecompileOutcome:
-    session = Session(settings, EvalOptions(), "cuda", lambda role: None)
-    pending = begin_precompile(session, pool, problem, candidate, (9, 0))
-    return finish_precompile(session, pending, str(tmp_path / "cache"))
+    link = Link(settings, EvalOptions(), "cuda", Record(settings.defences), lambda role: None)
+    pending = begin_precompile(link, pool, problem, candidate, (9, 0))
+    return finish_precompile(link, pending, str(tmp_path / "cache"))
 
 
 def cubins(cache) -> list[str]:

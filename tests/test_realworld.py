@@ -30,7 +30,7 @@ def _evaluate(evaluator, case, device: str):
     # On CPU the timing phase measures the interpreter (no speedup is reported) and takes ~10 s per case; the CI run
     # covers loading, static checks, correctness, determinism, input and hidden-size checks. The GPU run is complete.
     options = EvalOptions(device=device) if device == "cuda" else EvalOptions(device=device, timing=False)
-    return evaluator.evaluate(problem, case.candidate, options)
+    return evaluator.evaluate(problem, case.candidate, options).result
 
 
 def test_corpus_is_well_formed():

@@ -123,7 +123,7 @@ def test_repeated_seeds_groups_calls_by_digest_in_call_order():
 
 def test_an_honest_argmax_whose_outputs_repeat_like_the_references_passes(evaluator):
     problem = Problem("calibration/row_argmax", textwrap.dedent(ARGMAX_REFERENCE))
-    result = evaluator.evaluate(problem, ARGMAX_CANDIDATE, CPU)
+    result = evaluator.evaluate(problem, ARGMAX_CANDIDATE, CPU).result
     assert result.verdict is Verdict.PASSED, result.feedback
     [check] = [c for c in result.checks if c.stood_down]
     assert check.name == "timed_output_recheck" and check.passed
@@ -134,7 +134,8 @@ def test_an_honest_argmax_whose_outputs_repeat_like_the_references_passes(evalua
 def test_an_honest_argmax_whose_output_digests_collide_passes_every_time(evaluator):
     source = textwrap.dedent(ARGMAX_REFERENCE).replace("ROWS, COLS = 4, 3", "ROWS, COLS = 8, 12")
     verdicts = [
-        evaluator.evaluate(Problem("calibration/row_argmax_8x12", source), ARGMAX_CANDIDATE, CPU) for _ in range(8)
+        evaluator.evaluate(Problem("calibration/row_argmax_8x12", source), ARGMAX_CANDIDATE, CPU).result
+        for _ in range(8)
     ]
     assert [r.verdict for r in verdicts] == [Verdict.PASSED] * 8, [r.feedback for r in verdicts]
 
@@ -143,7 +144,7 @@ def test_an_honest_argmax_whose_output_digests_collide_passes_every_time(evaluat
 def test_the_reference_through_a_triton_copy_passes_output_dependence(evaluator, reference):
     problem = Problem("calibration/reference_copy", textwrap.dedent(reference))
     candidate = textwrap.dedent(reference) + THROUGH_A_COPY
-    result = evaluator.evaluate(problem, candidate, EvalOptions(device="cpu", timing=False))
+    result = evaluator.evaluate(problem, candidate, EvalOptions(device="cpu", timing=False)).result
     assert result.verdict is Verdict.PASSED, result.feedback
     [check] = [c for c in result.checks if c.name == "output_depends_on_kernels"]
     assert check.passed and not check.stood_down
@@ -178,7 +179,7 @@ def get_init_inputs():
 def test_the_determinism_check_stands_down_where_the_reference_varies_itself(evaluator):
     problem = Problem("calibration/alternating", textwrap.dedent(ALTERNATING_REFERENCE))
     one_trial = EvalOptions(device="cpu", timing=False, correctness_trials=1)
-    result = evaluator.evaluate(problem, textwrap.dedent(ALTERNATING_REFERENCE) + THROUGH_A_COPY, one_trial)
+    result = evaluator.evaluate(problem, textwrap.dedent(ALTERNATING_REFERENCE) + THROUGH_A_COPY, one_trial).result
     assert result.verdict is Verdict.PASSED, result.feedback
     [check] = [c for c in result.checks if c.name == "deterministic"]
     assert check.stood_down and check.passed and check.measured["mismatched_elements"] == 64
@@ -222,7 +223,7 @@ REDUCED_SIZES = {
 @pytest.mark.parametrize("name", CALIBRATION_PROBLEMS.ids())
 def test_the_honest_kernel_of_each_output_easy_to_get_wrong_passes(evaluator, name):
     candidate = (CALIBRATION_KERNELS / f"{name}.py").read_text()
-    result = evaluator.evaluate(CALIBRATION_PROBLEMS.load(name), candidate, CPU)
+    result = evaluator.evaluate(CALIBRATION_PROBLEMS.load(name), candidate, CPU).result
     assert result.verdict is Verdict.PASSED, result.feedback
     if name == "inplace_axpy":  # its inputs are compared with the reference's, changed alike
         checks = [c for c in result.checks if c.name == "inputs_unchanged"]
@@ -237,5 +238,5 @@ def test_the_honest_kernel_of_kernelbench_level1_94_to_100_passes_at_a_reduced_s
         assert source.count(f"\n{published}\n") == 1, f"{problem_id}: no line {published!r} to reduce"
         source = source.replace(f"\n{published}\n", f"\n{reduced}\n")
     candidate = (KERNELBENCH_KERNELS / f"{problem_id}.py").read_text()
-    result = evaluator.evaluate(Problem(f"{problem_id}_reduced", source), candidate, CPU)
+    result = evaluator.evaluate(Problem(f"{problem_id}_reduced", source), candidate, CPU).result
     assert result.verdict is Verdict.PASSED, result.feedback

@@ -117,7 +117,7 @@ def forking_attack_harms_nothing(evaluator: Evaluator, relu: Problem, options: E
         assert not _attackers()  # nothing the evaluation started outlives it
         assert bystander.proc.poll() is None and bystander.idle()
         for _ in range(2):  # the pool's later children, started beside the attacker, evaluate as before
-            assert evaluator.evaluate(relu, bundled_source(RELU), options).verdict is Verdict.PASSED
+            assert evaluator.evaluate(relu, bundled_source(RELU), options).result.verdict is Verdict.PASSED
     finally:
         bystander.close()
         for pid in _attackers():  # only where the test failed: the attack must not outlive it either

@@ -78,7 +78,7 @@ def hidden(result):
 
 
 def test_kernel_specialised_to_the_published_sizes_passes_by_default(evaluator, relu):
-    result = evaluator.evaluate(relu, relu_candidate(SPECIALISED), NO_TIMING)
+    result = evaluator.evaluate(relu, relu_candidate(SPECIALISED), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
     assert not hidden(result)
 
@@ -86,7 +86,7 @@ def test_kernel_specialised_to_the_published_sizes_passes_by_default(evaluator, 
 @pytest.mark.parametrize("opt_in", ["problem", "policy"])
 def test_opting_in_checks_changed_sizes_and_names_them(evaluator, relu, general_relu, opt_in):
     problem, options = (general_relu, NO_TIMING) if opt_in == "problem" else (relu, STRICT)
-    result = evaluator.evaluate(problem, relu_candidate(SPECIALISED), options)
+    result = evaluator.evaluate(problem, relu_candidate(SPECIALISED), options).result
     assert result.verdict is Verdict.INCORRECT
     [check] = hidden(result)
     assert not check.passed and "rows=32, cols=501" in check.detail
@@ -95,14 +95,14 @@ def test_opting_in_checks_changed_sizes_and_names_them(evaluator, relu, general_
 
 
 def test_a_compile_error_on_changed_sizes_names_them(evaluator, general_relu):
-    result = evaluator.evaluate(general_relu, relu_candidate(ROW_BODY, ROW_KERNEL), NO_TIMING)
+    result = evaluator.evaluate(general_relu, relu_candidate(ROW_BODY, ROW_KERNEL), NO_TIMING).result
     assert result.verdict is Verdict.COMPILE_ERROR
     assert "rows=32, cols=501" in result.feedback and "changed" in result.feedback
 
 
 def test_powers_of_two_stay_powers_of_two(evaluator):
     problem = Problem(id="pow2_softmax", source=POW2_REFERENCE)
-    result = evaluator.evaluate(problem, relu_candidate(POW2_BODY, POW2_KERNEL), NO_TIMING)
+    result = evaluator.evaluate(problem, relu_candidate(POW2_BODY, POW2_KERNEL), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
     [check] = hidden(result)
     assert check.passed and "rows=16, dim=32" in check.detail and "rows=16, dim=16" in check.detail
@@ -110,7 +110,7 @@ def test_powers_of_two_stay_powers_of_two(evaluator):
 
 
 def test_honest_kernel_passes_the_changed_sizes(evaluator, general_relu):
-    result = evaluator.evaluate(general_relu, bundled_source("level1/1_ReLU"), NO_TIMING)
+    result = evaluator.evaluate(general_relu, bundled_source("level1/1_ReLU"), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
     [check] = hidden(result)
     assert check.passed and "rows=32, cols=501" in check.detail and "rows=16, cols=3" in check.detail
@@ -119,7 +119,9 @@ def test_honest_kernel_passes_the_changed_sizes(evaluator, general_relu):
 def test_changed_sizes_the_reference_cannot_run_are_skipped(evaluator, general_relu):
     source = general_relu.source.replace("def get_inputs():\n", "def get_inputs():\n    assert rows == 64\n")
     assert source != general_relu.source
-    result = evaluator.evaluate(Problem(id="fixed_rows", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
+    result = evaluator.evaluate(
+        Problem(id="fixed_rows", source=source), bundled_source("level1/1_ReLU"), NO_TIMING
+    ).result
     assert result.verdict is Verdict.PASSED
     [check] = hidden(result)
     assert check.passed and "none applies" in check.detail

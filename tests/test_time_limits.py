@@ -26,7 +26,7 @@ def test_a_kernel_launch_then_an_endless_loop_times_out_within_a_minute_on_cpu(r
     # Default limits: the CPU floor (30 s) plus 100 x the reference's call; the bound is 60 s.
     with Evaluator(EvalSettings(correctness_trials=1, warm_children=0)) as ev:
         start = time.monotonic()
-        result = ev.evaluate(relu, relu_candidate("y = triton_relu(x)\nwhile True:\n    pass"), NO_TIMING)
+        result = ev.evaluate(relu, relu_candidate("y = triton_relu(x)\nwhile True:\n    pass"), NO_TIMING).result
         elapsed = time.monotonic() - start
     assert result.verdict is Verdict.TIMEOUT
     # Starting cold children on a loaded two-core machine takes seconds that a worker's warm children do not.

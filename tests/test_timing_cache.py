@@ -35,12 +35,12 @@ def tolerant() -> Iterator[Evaluator]:
 
 def test_a_passing_evaluation_stores_its_reference_timing_and_the_next_reuses_it(tolerant, relu):
     store = MemoryTimingStore()
-    first = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+    first = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
     assert first.verdict is Verdict.PASSED and first.timings_from_cache == []
     [(key, raw)] = store.items()
     assert RuntimeStats.model_validate_json(raw) == first.reference_runtime
 
-    second = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+    second = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
 
     assert second.verdict is Verdict.PASSED
     assert second.timings_from_cache == ["reference"]
@@ -52,13 +52,13 @@ def test_a_passing_evaluation_stores_its_reference_timing_and_the_next_reuses_it
 @pytest.mark.parametrize("stored", ["far_off", "zero", "unreadable"])
 def test_a_stored_timing_that_is_contradicted_or_unreadable_is_replaced(tolerant, relu, stored):
     store = MemoryTimingStore()
-    first = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+    first = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
     key = next(iter(store))
     off = 1e-9 if stored == "far_off" else 0.0
     bogus = first.reference_runtime.model_copy(update={"median_ms": off, "process_medians_ms": [off]})
     store[key] = "{not json" if stored == "unreadable" else bogus.model_dump_json()
 
-    second = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+    second = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
 
     assert second.verdict is Verdict.PASSED and second.timings_from_cache == []
     assert second.reference_runtime.median_ms > 1e-6
@@ -71,7 +71,7 @@ def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_the
     )
     store = MemoryTimingStore()
     with Evaluator(settings) as ev:
-        result = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store)
+        result = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
     ref = result.reference_runtime
     assert result.verdict is Verdict.PASSED
     assert ref.processes == 2 and len(ref.process_medians_ms) == 2
@@ -104,7 +104,7 @@ def test_a_stored_timing_whose_median_is_not_the_mean_of_its_processes_is_not_us
 
 def test_an_evaluation_that_fails_stores_nothing(tolerant, relu):
     store = MemoryTimingStore()
-    result = tolerant.evaluate(relu, relu_candidate("return triton_relu(x) + 1"), CPU, store)
+    result = tolerant.evaluate(relu, relu_candidate("return triton_relu(x) + 1"), CPU, store).result
     assert result.verdict is Verdict.INCORRECT
     assert store == {}
 

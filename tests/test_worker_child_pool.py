@@ -95,7 +95,7 @@ def test_evaluations_take_ready_children_instead_of_waiting_for_a_start(relu):
             ev.pool.prewarm("cpu")
             wait_ready(ev.pool, 4)
             for _ in range(2):
-                result = ev.evaluate(relu, bundled_source(RELU), options)
+                result = ev.evaluate(relu, bundled_source(RELU), options).result
                 assert result.verdict.value == "passed"
                 starts.append(result.phases["start"])
     assert max(starts) <= 0.5, starts

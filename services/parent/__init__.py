@@ -1,7 +1,8 @@
 """The trusted side: the stages the orchestrator (`services.evaluator`) runs, one module each, all in the parent.
 
-- `session`: one evaluation's children, secrets, checks and gathered evidence; `Session.ask` turns every way a
-  child can fail into a verdict;
+- `link`: the link to one evaluation's children (its secrets, the requests and the tensors they hand over);
+  `Link.ask` turns every way a child can fail into a verdict;
+- `record`: the evaluation's checks and the evidence the defences gather;
 - `load`: static triage, starting the children, loading the models;
 - `precompile`: the compiler child's pass while the models load, and the copy of what it compiled;
 - `correctness`: correctness trials and hidden sizes;

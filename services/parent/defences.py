@@ -12,7 +12,8 @@ from services import stats
 from services.compare import compare_outputs, structure_mismatch
 from services.errors import EarlyVerdict
 from services.parent import evidence
-from services.parent.session import Session
+from services.parent.link import Link
+from services.parent.record import Record
 from services.protocol import tensors
 from services.protocol.messages import Call, Structure
 from services.schema import CheckName, Measure, RuntimeStats, Verdict
@@ -44,14 +45,15 @@ class TimedCall:
     retained: int | None = None
 
 
-def recheck(session: Session, call: TimedCall, deadline: float) -> None:
-    """Compare a timed call's output with the reference's for the same (unseen) inputs. A retained copy, compared
-    after the measurement, must still have the digest its call reported: no later call may mend it."""
+def recheck(link: Link, record: Record, call: TimedCall, ref_struct: Structure | None, deadline: float) -> None:
+    """Compare a timed call's output with the reference's for the same (unseen) inputs (`ref_struct`: the
+    structure of the reference's output in the correctness trials). A retained copy, compared after the
+    measurement, must still have the digest its call reported: no later call may mend it."""
     # Buffers are sized by what the reference returned, never by what a candidate's reply claims: an output it
     # says is huge would run the parent out of memory, which counts against the problem (services.evaluator).
-    same = call.structure == session.reference_output
-    ref_h, got = session.call_and_receive(
-        session.ref,
+    same = call.structure == ref_struct
+    ref_h, got = link.call_and_receive(
+        link.ref,
         Call(seed=call.seed),
         {"output": call.structure} if same else None,
         deadline,
@@ -59,31 +61,33 @@ def recheck(session: Session, call: TimedCall, deadline: float) -> None:
     )
     cand_out = None
     if call.retained is not None and structure_mismatch(ref_h.structures[0], call.structure) is None:
-        cand_out = session.receive_copies([call.retained], ref_h.structures[0], deadline)[0]
-    _judge(session, call, ref_h.structures[0], got["output"] if got is not None else None, cand_out, deadline)
+        cand_out = link.receive_copies([call.retained], ref_h.structures[0], deadline)[0]
+    _judge(link, record, call, ref_h.structures[0], got["output"] if got is not None else None, cand_out, deadline)
 
 
-def recheck_all(session: Session, calls: list[TimedCall], deadline: float) -> None:
+def recheck_all(
+    link: Link, record: Record, calls: list[TimedCall], ref_struct: Structure | None, deadline: float
+) -> None:
     """`recheck` for a measurement's chosen calls and its last, in three requests rather than two a call: the
     reference's outputs for every seed in one, the candidate's retained copies in another, its last output in a
     third. On a shared GPU each request waits for other evaluations' measurements. One by one where the
     reference's output is not of one structure for every seed."""
-    ref_struct = session.reference_output
-    ref_outs = session.recompute([c.seed for c in calls], ref_struct, deadline) if ref_struct and calls else None
+    ref_outs = link.recompute([c.seed for c in calls], ref_struct, deadline) if ref_struct and calls else None
     if ref_outs is None:
         for call in calls:
-            recheck(session, call, deadline)
+            recheck(link, record, call, ref_struct, deadline)
         return
     copied = [
         c.retained for c in calls if c.retained is not None and structure_mismatch(ref_struct, c.structure) is None
     ]
-    copies = dict(zip(copied, session.receive_copies(copied, ref_struct, deadline), strict=True)) if copied else {}
+    copies = dict(zip(copied, link.receive_copies(copied, ref_struct, deadline), strict=True)) if copied else {}
     for call, ref_out in zip(calls, ref_outs, strict=True):
-        _judge(session, call, ref_struct, ref_out, copies.get(call.retained), deadline)
+        _judge(link, record, call, ref_struct, ref_out, copies.get(call.retained), deadline)
 
 
 def _judge(
-    session: Session,
+    link: Link,
+    record: Record,
     call: TimedCall,
     ref_struct: Structure,
     ref_out: list[torch.Tensor] | None,
@@ -93,7 +97,7 @@ def _judge(
     """One re-check's verdict: a retained copy (`cand_out`) still has its call's digest, and the output matches
     the reference's (`ref_out`; either is received here where None, structures permitting)."""
     if cand_out is not None and call.digest is not None and tensors.fingerprint(cand_out).tolist() != call.digest:
-        raise session.fail(
+        raise record.fail(
             CheckName.TIMED_OUTPUT_RECHECK,
             "a timed call's output changed after the call returned",
             Verdict.REJECTED,
@@ -102,9 +106,9 @@ def _judge(
             measured={"output_changed_after_call": True},
             thresholds={"output_changed_after_call": False},
         )
-    msg, measured = session.output_mismatch(ref_struct, call.structure, deadline, cand_out, ref_out)
+    msg, measured = link.output_mismatch(ref_struct, call.structure, deadline, cand_out, ref_out)
     if msg is not None:
-        raise session.fail(
+        raise record.fail(
             CheckName.TIMED_OUTPUT_RECHECK,
             msg,
             Verdict.REJECTED,
@@ -112,9 +116,9 @@ def _judge(
             "correctness trials passed: outputs must be computed from each "
             "call's inputs (no caching or replay across calls).",
             measured,
-            session.tolerance_of(ref_struct),
+            link.tolerance_of(ref_struct),
         )
-    session.evidence.rechecks_passed += 1
+    record.evidence.rechecks_passed += 1
 
 
 # Repeats judged per evaluation: groups of candidate calls with one digest, and calls of a group re-run on the
@@ -131,72 +135,71 @@ def repeated_seeds(digests: list[tuple[int, tuple[int, ...]]]) -> list[list[int]
     return [seeds for seeds in by_digest.values() if len(seeds) > 1]
 
 
-def distinct_outputs(session: Session, deadline: float) -> None:
+def distinct_outputs(link: Link, record: Record, ref_struct: Structure | None, deadline: float) -> None:
     """Calls on different inputs that gave one output digest are a replayed result unless the reference's outputs
     for the same inputs are alike too: a scalar loss or an argmax repeats bit for bit on different inputs, and a
     digest of sums does not tell apart outputs that hold the same values in another order. The reference re-runs
     on the repeating calls' seeds; where its outputs match one another within the tolerance, or have one digest,
     the repeat is what the problem does, and the check stands down for it."""
-    groups = repeated_seeds(session.evidence.digests)
+    groups = repeated_seeds(record.evidence.digests)
     if not groups:
         return
     repeats = sum(len(g) - 1 for g in groups)
-    ref_struct = session.reference_output
     for seeds in groups[:MAX_REPEAT_GROUPS]:
         seeds = seeds[:MAX_REPEAT_CALLS]
-        outs = session.recompute(seeds, ref_struct, deadline) if ref_struct else None
-        if outs is None or not _alike(session, outs):
-            raise session.fail(
+        outs = link.recompute(seeds, ref_struct, deadline) if ref_struct else None
+        if outs is None or not _alike(link, outs):
+            raise record.fail(
                 CheckName.TIMED_OUTPUT_RECHECK,
                 f"{repeats} call(s) returned an earlier call's output, where the reference's outputs for the same "
                 "inputs differ",
                 Verdict.REJECTED,
                 "Rejected: some calls returned exactly the output of an earlier call on different inputs, for "
                 "which the reference's outputs differ (results cached or replayed across calls).",
-                measured={"repeated_outputs": repeats, "outputs": len(session.evidence.digests)},
+                measured={"repeated_outputs": repeats, "outputs": len(record.evidence.digests)},
                 thresholds={"repeated_outputs": 0},
             )
-    session.stand_down(
+    record.stand_down(
         CheckName.TIMED_OUTPUT_RECHECK,
-        f"{repeats} repeated output(s) among {len(session.evidence.digests)} calls, and the reference's outputs "
+        f"{repeats} repeated output(s) among {len(record.evidence.digests)} calls, and the reference's outputs "
         "for the same inputs are alike too",
-        measured={"repeated_outputs": repeats, "outputs": len(session.evidence.digests)},
+        measured={"repeated_outputs": repeats, "outputs": len(record.evidence.digests)},
     )
 
 
-def _alike(session: Session, outs: list[list[torch.Tensor]]) -> bool:
+def _alike(link: Link, outs: list[list[torch.Tensor]]) -> bool:
     """Whether the reference's outputs for a group of seeds all match the first, within the tolerance or by
     digest."""
     first = outs[0]
     digest = tensors.fingerprint(first).tolist()
     return all(
-        compare_outputs(first, other, session.tol).ok or tensors.fingerprint(other).tolist() == digest
+        compare_outputs(first, other, link.tol).ok or tensors.fingerprint(other).tolist() == digest
         for other in outs[1:]
     )
 
 
-def _allowed_ms(session: Session, candidate: RuntimeStats) -> float:
+def _allowed_ms(link: Link, candidate: RuntimeStats) -> float:
     """Per-call time the candidate may spend outside its window beyond the reference's."""
-    return session.settings.wall_slack_ms + 0.1 * candidate.median_ms
+    return link.settings.wall_slack_ms + 0.1 * candidate.median_ms
 
 
-def off_window_suspect(session: Session, calls: OffWindow, candidate: RuntimeStats, cpu: bool) -> bool:
+def off_window_suspect(link: Link, calls: OffWindow, candidate: RuntimeStats, cpu: bool) -> bool:
     cand_over, ref_over = calls.excess()
-    return (not cpu and cand_over - ref_over > _allowed_ms(session, candidate)) or (
-        session.defended and calls.side_stream_excess() > session.settings.side_stream_slack_ms
+    return (not cpu and cand_over - ref_over > _allowed_ms(link, candidate)) or (
+        link.defended and calls.side_stream_excess() > link.settings.side_stream_slack_ms
     )
 
 
-def wall_clock_checks(session: Session, calls: OffWindow, candidate: RuntimeStats, cpu: bool) -> None:
+def wall_clock_checks(link: Link, record: Record, calls: OffWindow, candidate: RuntimeStats, cpu: bool) -> None:
     """Work hidden outside the timed window adds a constant to each of the candidate's calls; a low quantile
     of the per-call overhead keeps it while ignoring the scheduling spikes of a loaded host. Not compared
     on CPU, where no speedup is reported and so hidden work would gain nothing."""
     n = len(calls.overheads["candidate"])
     if not cpu:
         cand_over, ref_over = calls.excess()
-        allowed = _allowed_ms(session, candidate)
+        allowed = _allowed_ms(link, candidate)
         excess = cand_over - ref_over
-        if not session.check(
+        if not record.check(
             CheckName.TIMING_WALL_CLOCK,
             excess <= allowed,
             f"per-call time outside the timed window (20th percentile of {n} calls): candidate "
@@ -210,29 +213,34 @@ def wall_clock_checks(session: Session, calls: OffWindow, candidate: RuntimeStat
                 "Rejected: the harness's wall clock saw much more time per call "
                 "than the candidate's timed window (work outside the timed region).",
             )
-    if not session.defended:
+    if not link.defended:
         return
     extra = calls.side_stream_excess()
-    if not session.check(
+    if not record.check(
         CheckName.NO_SIDE_STREAM_WORK,
-        extra <= session.settings.side_stream_slack_ms,
+        extra <= link.settings.side_stream_slack_ms,
         f"device-wide sync waited {extra:.3f} ms longer than the stream sync (20th percentile of {n} calls)",
         measured={"sync_extra_ms": extra, "calls": n},
-        thresholds={"sync_extra_ms": session.settings.side_stream_slack_ms},
+        thresholds={"sync_extra_ms": link.settings.side_stream_slack_ms},
     ):
         raise EarlyVerdict(
             Verdict.REJECTED,
             "Rejected: work was still running on another stream after the "
             "timed call returned; launch everything on the current stream.",
         )
-    session.check(CheckName.TIMED_OUTPUT_RECHECK, True, f"{session.evidence.rechecks_passed} timed outputs re-checked")
+    record.check(CheckName.TIMED_OUTPUT_RECHECK, True, f"{record.evidence.rechecks_passed} timed outputs re-checked")
 
 
 def plausibility(
-    session: Session, candidate: RuntimeStats, reference: RuntimeStats, io_bytes: tuple[int, int], flops: float
+    link: Link,
+    record: Record,
+    candidate: RuntimeStats,
+    reference: RuntimeStats,
+    io_bytes: tuple[int, int],
+    flops: float,
 ) -> list[str]:
     """The roofline floor (a time below it is impossible: rejected) and the review flags (GPU only)."""
-    s = session.settings
+    s = link.settings
     gpu = torch.cuda.get_device_name(0)
     ok, detail = evidence.roofline_detail(
         gpu, *io_bytes, flops, reference.median_ms, candidate.median_ms, s.roofline_margin
@@ -240,16 +248,16 @@ def plausibility(
     floor = evidence.physical_floor_ms(gpu, *io_bytes, flops, reference.median_ms)
     measured: dict[str, Measure] = {"candidate_ms": candidate.median_ms}
     thresholds: dict[str, Measure] = {"candidate_ms": s.roofline_margin * floor} if floor is not None else {}
-    if not session.check(CheckName.ROOFLINE_FLOOR, ok, detail, measured, thresholds):
+    if not record.check(CheckName.ROOFLINE_FLOOR, ok, detail, measured, thresholds):
         raise EarlyVerdict(Verdict.REJECTED, f"Rejected: the measured time is physically impossible ({detail}).")
     if reference.median_ms / candidate.median_ms > s.review_speedup:
         return [f"speedup above {s.review_speedup:g}x over eager: review"]
     return []
 
 
-def record_silent_guards(session: Session) -> None:
+def record_silent_guards(record: Record) -> None:
     """The checks whose guards fired nothing through the whole evaluation, recorded as passed."""
-    ev = session.evidence
+    ev = record.evidence
     for name, detail in (
         (
             CheckName.CUSTOM_KERNEL_LAUNCHED,
@@ -261,4 +269,4 @@ def record_silent_guards(session: Session) -> None:
         (CheckName.OUTPUT_STABLE_AFTER_RETURN, "outputs unchanged after the call returned"),
         (CheckName.NO_NEW_THREADS, "no threads left running"),
     ):
-        session.check(name, True, detail)
+        record.check(name, True, detail)

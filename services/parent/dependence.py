@@ -23,7 +23,8 @@ import torch
 from services.compare import compare_outputs, structure_mismatch
 from services.errors import EarlyVerdict
 from services.parent.correctness import poison_specs
-from services.parent.session import Session
+from services.parent.link import Link
+from services.parent.record import Record
 from services.protocol import tensors
 from services.protocol.messages import Call, Called
 from services.schema import CheckName, Measure, Verdict
@@ -31,32 +32,32 @@ from services.schema import CheckName, Measure, Verdict
 CHECK = CheckName.OUTPUT_DEPENDS_ON_KERNELS
 
 
-def output_dependence(session: Session) -> None:
+def output_dependence(link: Link, record: Record) -> None:
     """One reference call and one neutralised candidate call on the same fresh inputs; EarlyVerdict(REJECTED)
     when the candidate is still right without its kernels."""
-    deadline = time.monotonic() + session.settings.correctness_timeout_s
-    seed = session.seed("dependence", 0)
-    ref_h, _ = session.ask(session.ref, Call(seed=seed), Called, deadline, "running the reference")
+    deadline = time.monotonic() + link.settings.correctness_timeout_s
+    seed = link.seed("dependence", 0)
+    ref_h, _ = link.ask(link.ref, Call(seed=seed), Called, deadline, "running the reference")
     ref_struct = ref_h.structures[0]
     what = "running forward() with your kernels' launches skipped"
     try:
-        cand_h, _ = session.ask(
-            session.cand, Call(seed=seed, poison=poison_specs(ref_struct), neutralised=True), Called, deadline, what
+        cand_h, _ = link.ask(
+            link.cand, Call(seed=seed, poison=poison_specs(ref_struct), neutralised=True), Called, deadline, what
         )
     except EarlyVerdict as failed:
         if failed.verdict is Verdict.REJECTED:  # a guard fired: that verdict stands
             raise
-        if session.checks and session.checks[-1].name is CheckName.TIME_LIMIT and not session.checks[-1].passed:
-            session.checks.pop()  # a hang here is evidence that the output needs the kernels, not the verdict
-        session.check(
+        if record.checks and record.checks[-1].name is CheckName.TIME_LIMIT and not record.checks[-1].passed:
+            record.checks.pop()  # a hang here is evidence that the output needs the kernels, not the verdict
+        record.check(
             CHECK,
             True,
             f"forward() ended {failed.verdict.value} with the launches of its kernels skipped",
             measured={"neutralised_call": failed.verdict.value},
         )
         return
-    session.guard_process(what)
-    session.require_launches(cand_h.launches, what)
+    record.guard_process(link.cand, what)
+    record.require_launches(cand_h.launches, what)
     launched: dict[str, int] = {}
     for called in cand_h.launches:
         for name, n in called.items():
@@ -64,24 +65,24 @@ def output_dependence(session: Session) -> None:
     kernels = ", ".join(f"{name} ({n})" for name, n in sorted(launched.items()))
     measured: dict[str, Measure] = {"launches_neutralised": sum(launched.values())}
     specs = tensors.tensor_specs(ref_struct)
-    atol, rtol = session.tol(specs[0][0] if specs else torch.float32)
+    atol, rtol = link.tol(specs[0][0] if specs else torch.float32)
     thresholds: dict[str, Measure] = {"mismatched_elements": 0, "atol": atol, "rtol": rtol}
     cand_struct = cand_h.structures[0]
     same = structure_mismatch(ref_struct, cand_struct) is None
     if same:
-        ref_out = session.receive(session.ref, "output", ref_struct, deadline)
-        cand_out = session.receive(session.cand, "output", cand_struct, deadline)
-        cmp = compare_outputs(ref_out, cand_out, session.tol)
+        ref_out = link.receive(link.ref, "output", ref_struct, deadline)
+        cand_out = link.receive(link.cand, "output", cand_struct, deadline)
+        cmp = compare_outputs(ref_out, cand_out, link.tol)
         measured |= {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
         same = cmp.ok
         if same and ref_h.mutated and structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs") is None:
-            ref_in = session.receive(session.ref, "inputs", ref_h.inputs, deadline)
-            cand_in = session.receive(session.cand, "inputs", cand_h.inputs, deadline)
-            same = compare_outputs(ref_in, cand_in, session.tol).ok
+            ref_in = link.receive(link.ref, "inputs", ref_h.inputs, deadline)
+            cand_in = link.receive(link.cand, "inputs", cand_h.inputs, deadline)
+            same = compare_outputs(ref_in, cand_in, link.tol).ok
             measured["inputs_updated_like_the_reference"] = same
-    session.release(deadline)
+    link.release(deadline)
     if same:
-        raise session.fail(
+        raise record.fail(
             CHECK,
             f"with {measured['launches_neutralised']} launches neutralised ({kernels}) the output still matches "
             "the reference",
@@ -93,7 +94,7 @@ def output_dependence(session: Session) -> None:
             measured=measured,
             thresholds=thresholds,
         )
-    session.check(
+    record.check(
         CHECK,
         True,
         f"the output changed with {measured['launches_neutralised']} launches neutralised ({kernels})",

@@ -1,8 +1,10 @@
-"""The parent's hold on one evaluation: its two children, its secrets, and the evidence the stages gather.
+"""The parent's link to one evaluation's children: the children, the secrets, and the requests to them.
 
-Every stage talks to the children through `Session.ask`, which turns each way a child can fail into a verdict
-(candidate) or ReferenceFailed (reference), and validates each reply against its message class. The nonce
-and the seed key never leave this process except the nonce, which authenticates the children's replies.
+Every stage talks to the children through `Link.ask`, which turns each way a child can fail into a verdict
+(candidate) or ReferenceFailed (reference), and validates each reply against its message class. What the link
+observes that bears on the verdict (a time limit, the candidate child's guard reports) goes to the evaluation's
+record (`services.parent.record`). The nonce and the seed key never leave this process except the nonce, which
+authenticates the children's replies.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import secrets
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import torch
 
@@ -30,7 +32,7 @@ from services.errors import (
     ProtocolError,
     ReferenceFailed,
 )
-from services.parent import evidence
+from services.parent.record import Record
 from services.protocol import tensors
 from services.protocol.channel import Deadline
 from services.protocol.messages import (
@@ -40,8 +42,8 @@ from services.protocol.messages import (
     Deliver,
     Delivered,
     Failure,
+    Job,
     Kept,
-    Launches,
     Recompute,
     Recomputed,
     Release,
@@ -54,11 +56,8 @@ from services.protocol.messages import (
     read_compile_clock,
 )
 from services.sandbox import Child
-from services.schema import Check, EvalOptions, Measure, Verdict
+from services.schema import CheckName, EvalOptions, Measure, Verdict
 from services.settings import EvalSettings
-
-if TYPE_CHECKING:
-    from services.parent.precompile import PrecompileOutcome
 
 MAX_DELIVERY_BYTES = 64 << 30
 # An evaluation whose reference inputs and output come to at most this is small: in its correctness trials each
@@ -72,7 +71,7 @@ SMALL_TENSOR_BYTES = 256 << 20
 # per role would hold gigabytes more of this process's memory at KernelBench sizes.
 SMALL_BUFFER_BYTES = 1 << 20
 
-# Parts of what a call keeps, as a child handed them over (`Session.receive_parts`, `Session.call_and_receive`).
+# Parts of what a call keeps, as a child handed them over (`Link.receive_parts`, `Link.call_and_receive`).
 HandedOver = dict[Kept, list[torch.Tensor]]
 R = TypeVar("R", bound=Reply)
 
@@ -85,19 +84,6 @@ class _Unshared:
 
     def shared(self, what: str = "") -> AbstractContextManager[Any]:
         return nullcontext()
-
-
-@dataclass
-class Evidence:
-    """What the defences gather across stages, judged where each stage ends."""
-
-    thread_baseline: set[int] = field(default_factory=set)  # the candidate child's threads before its code ran
-    custom_kernels: set[str] = field(default_factory=set)
-    guarded_calls: int = 0
-    rechecks_passed: int = 0
-    # The candidate's output digest for every call on fresh inputs (correctness trials and timed calls), by the
-    # seed of the call's inputs: a repeat is judged against the reference's outputs for the same seeds.
-    digests: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -113,26 +99,26 @@ class CallDeadline(Deadline):
     """A candidate call's deadline: the call limit (never past the stage's own deadline), extended by the
     compilation the child reports while the call runs, within what is left of the evaluation's allowance."""
 
-    def __init__(self, session: Session, limit: CallLimit, stage_deadline: float):
-        self.session = session
+    def __init__(self, link: Link, limit: CallLimit, stage_deadline: float):
+        self.link = link
         self.limit = limit
         self.start = time.monotonic()
         self.base = min(self.start + limit.seconds, stage_deadline)
-        self.compiled_before = session.compile_total_s
+        self.compiled_before = link.compile_total_s
         self.compile_s = 0.0
         super().__init__(self.base, self._with_compilation)
 
     def allowance_left(self) -> float:
-        return max(0.0, self.session.settings.compile_allowance_s - self.session.compile_granted_s)
+        return max(0.0, self.link.settings.compile_allowance_s - self.link.compile_granted_s)
 
     def _with_compilation(self) -> float:
-        total, started = read_compile_clock(self.session.cand.tmpdir)
+        total, started = read_compile_clock(self.link.cand.tmpdir)
         during = total + (time.monotonic() - started if started is not None else 0.0) - self.compiled_before
         self.compile_s = min(self.allowance_left(), max(self.compile_s, during))
         return self.base + self.compile_s
 
     def timeout_text(self, what: str) -> str:
-        s = self.session.settings
+        s = self.link.settings
         text = f"Timed out while {what}: the call ran past its time limit of {self.base - self.start:.3g} s"
         if self.base - self.start < self.limit.seconds:
             text += " (what was left of the stage's limit)"
@@ -145,15 +131,17 @@ class CallDeadline(Deadline):
         return text + ". The process was killed. Look for an infinite loop or a grid that never terminates."
 
 
-class Session:
-    """One evaluation's children, secrets and checks; `slot` is held around measurements a concurrent
-    evaluation on the same GPU would disturb, and shared around every other request to a child."""
+class Link:
+    """One evaluation's children and secrets; what it observes goes to `record`. `slot` is held around
+    measurements a concurrent evaluation on the same GPU would disturb, and shared around every other request to a
+    child."""
 
     def __init__(
         self,
         settings: EvalSettings,
         options: EvalOptions,
         device: str,
+        record: Record,
         receive_pool: Callable[[str], Any],
         slot: TimingSlot | None = None,
         memory_shared: bool = False,
@@ -165,17 +153,13 @@ class Session:
         self.nonce = secrets.token_hex(16)  # authenticates messages; the children hold it
         self._seed_key = secrets.token_bytes(32)  # derives every seed; never leaves this process
         self.rng = secrets.SystemRandom()
-        self.checks: list[Check] = []
-        self.evidence = Evidence()
+        self.record = record
         self.ref: Child | None = None
         self.cand: Child | None = None
-        self.reference_kept = False  # its reference child served an earlier evaluation (services.parent.references)
         self.others: list[Child] = []  # more reference children, while they time the reference
         self.compiler: Child | None = None  # compiling the candidate's kernels (services.parent.precompile)
-        self.precompiled: PrecompileOutcome | None = None
         self.cancelled = False
         self.reference_call_s = 0.0  # the slowest reference call the parent has seen (whole request)
-        self.reference_output: Structure | None = None  # its first correctness call's output, as it described it
         self.compile_total_s = 0.0  # the candidate child's compile time so far, as it reports it
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
         self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
@@ -188,7 +172,7 @@ class Session:
         # Other evaluations may hold the device's memory: running out of it is then no child's fault.
         self.memory_shared = memory_shared
 
-    # -- secrets and records -----------------------------------------------------------------------------
+    # -- secrets ----------------------------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
         digest = hmac.new(self._seed_key, f"{purpose}:{i}".encode(), hashlib.sha256).digest()
         return int.from_bytes(digest[:7], "big")
@@ -202,36 +186,18 @@ class Session:
         if self.cancelled:
             raise EvaluationCancelled("cancelled")
 
-    def check(
-        self,
-        name: str,
-        passed: bool,
-        detail: str = "",
-        measured: dict[str, Measure] | None = None,
-        thresholds: dict[str, Measure] | None = None,
-    ) -> bool:
-        """Record a check with what it measured and the thresholds it held that to (for auditing a verdict)."""
-        self.checks.append(
-            Check(name=name, passed=passed, detail=detail, measured=measured or {}, thresholds=thresholds or {})
+    def job(self, role: str, reference: str, candidate: str | None) -> Job:
+        """The job of one of the link's children (a reference, candidate or compiler child)."""
+        return Job(
+            nonce=self.nonce,
+            role=role,
+            device=self.device,
+            reference_source=reference,
+            candidate_source=candidate,
+            init_seed=self.seed("init", 0),
+            l2_flush_factor=self.settings.l2_flush_factor,
+            defences=self.defended,
         )
-        return passed
-
-    def stand_down(self, name: str, detail: str, measured: dict[str, Measure] | None = None) -> None:
-        """Record that a check was not applied because the problem's own reference would fail it."""
-        self.checks.append(Check(name=name, passed=True, stood_down=True, detail=detail, measured=measured or {}))
-
-    def fail(
-        self,
-        name: str,
-        detail: str,
-        verdict: Verdict,
-        text: str,
-        measured: dict[str, Measure] | None = None,
-        thresholds: dict[str, Measure] | None = None,
-    ) -> EarlyVerdict:
-        """Record a failed check and return the verdict that ends the evaluation (for `raise`)."""
-        self.check(name, False, detail, measured, thresholds)
-        return EarlyVerdict(verdict, text)
 
     def children(self) -> list[Child]:
         return [c for c in (self.ref, self.cand, self.compiler, *self.others) if c is not None]
@@ -242,7 +208,7 @@ class Session:
         self.others.remove(child)
 
     def keep_reference(self) -> Child | None:
-        """The reference child, taken out of this session for the next evaluation of its problem once it has
+        """The reference child, taken out of this link for the next evaluation of its problem once it has
         released its tensors (services.parent.references); None where it cannot serve another: it failed, was
         killed, or does not answer the release."""
         child = self.ref
@@ -323,8 +289,8 @@ class Session:
             if is_ref:
                 raise ReferenceFailed(f"the reference timed out while {what}") from None
             limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
-            self.check(
-                "time_limit",
+            self.record.check(
+                CheckName.TIME_LIMIT,
                 False,
                 f"no reply while {what}",
                 measured={"waited_s": round(time.monotonic() - sent, 3)},
@@ -358,7 +324,7 @@ class Session:
         if not is_ref:
             self.compile_total_s = reply.compile_total_s
         if not is_ref and self.defended:
-            self.judge_guards(reply)
+            self.record.judge_guards(reply)
         if is_ref and reply.violations:  # the reference's code tried what the sandbox refuses: the request's fault
             raise ReferenceFailed(f"the reference broke the sandbox while {what}: {'; '.join(reply.violations[:5])}")
         if isinstance(reply, Failure):
@@ -481,65 +447,6 @@ class Session:
         specs = tensors.tensor_specs(structure)
         atol, rtol = self.tol(specs[0][0] if specs else torch.float32)
         return {"structure_matches": True, "mismatched_elements": 0, "atol": atol, "rtol": rtol}
-
-    # -- evidence the defences judge after every candidate call -------------------------------------------
-    def judge_guards(self, reply: Reply) -> None:
-        """Reject on anything the candidate child's guards saw since its last reply."""
-        found = evidence.guard_violations(reply)
-        for v in found:
-            self.check(v.code, False, v.detail, v.measured, v.thresholds)
-        if found:
-            raise EarlyVerdict(Verdict.REJECTED, found[0].feedback)
-
-    def guard_process(self, what: str, processes: bool = True) -> None:
-        """Threads (and, unless told not to, processes) the candidate left behind, read from /proc."""
-        if not self.defended:
-            return
-        new_threads = self.cand.threads() - self.evidence.thread_baseline
-        if new_threads:
-            raise self.fail(
-                "no_new_threads",
-                f"{len(new_threads)} new OS thread(s) still alive after {what}",
-                Verdict.REJECTED,
-                "Rejected: the candidate left new threads running after a call "
-                "(work must finish inside forward(), on the caller's stream).",
-                measured={"new_threads": len(new_threads)},
-                thresholds={"new_threads": 0},
-            )
-        procs = self.cand.descendants() if processes else []
-        if procs:
-            raise self.fail(
-                "no_child_processes",
-                f"{len(procs)} process(es) alive after {what}",
-                Verdict.REJECTED,
-                "Rejected: the candidate spawned processes.",
-                measured={"processes": len(procs)},
-                thresholds={"processes": 0},
-            )
-
-    def require_launches(self, launches: list[Launches], what: str) -> None:
-        """Every forward call must launch at least one Triton kernel the candidate defines (B7/B8)."""
-        if not self.defended:
-            return
-        missing = evidence.missing_launches(launches)
-        self.evidence.guarded_calls += len(launches)
-        self.evidence.custom_kernels |= evidence.launched_names(launches)
-        if missing:
-            raise self.fail(
-                "custom_kernel_launched",
-                f"{missing} call(s) in {what} launched no @triton.jit kernel defined by the candidate",
-                Verdict.REJECTED,
-                "Rejected: forward() must launch your own @triton.jit kernels on every "
-                f"call; {what} ran without one (computing the result in PyTorch, or "
-                "launching a kernel only once, does not count).",
-                measured={"calls_without_launch": missing, "calls": len(launches)},
-                thresholds={"calls_without_launch": 0},
-            )
-
-    def record_digest(self, seed: int, digest: list[int] | None) -> None:
-        """The candidate's output digest for a call on the fresh inputs of `seed`."""
-        if digest is not None:
-            self.evidence.digests.append((seed, tuple(digest)))
 
 
 def _kept_structure(h: Called, part: Kept) -> Structure | None:

@@ -14,8 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from services.errors import ChildDied, ChildTimedOut, ProtocolError
-from services.parent.load import make_job
-from services.parent.session import Session
+from services.parent.link import Link
 from services.problems import Problem
 from services.protocol.messages import Failure, Precompile, Precompiled, command_header, decode_reply
 from services.sandbox import TRITON_CACHE, ChildPool, copy_cache
@@ -31,21 +30,21 @@ class PrecompileOutcome:
 
 @dataclass
 class Pending:
-    """A pass in flight in the session's `compiler` child (so a cancel kills it): when to stop waiting for it."""
+    """A pass in flight in the link's `compiler` child (so a cancel kills it): when to stop waiting for it."""
 
     deadline: float = 0.0  # 0: nothing to collect
     outcome: PrecompileOutcome = field(default_factory=PrecompileOutcome)
 
 
 def begin_precompile(
-    session: Session, pool: ChildPool, problem: Problem, candidate: str, capability: tuple[int, int]
+    link: Link, pool: ChildPool, problem: Problem, candidate: str, capability: tuple[int, int]
 ) -> Pending:
     """Start the pass in a compiler child, for a GPU of `capability`; `finish_precompile` collects it."""
-    s = session.settings
-    session.stop_if_cancelled()
-    session.compiler = child = pool.acquire("compiler")
+    s = link.settings
+    link.stop_if_cancelled()
+    link.compiler = child = pool.acquire("compiler")
     pending = Pending()
-    job = make_job(session, "compiler", problem.source, candidate)
+    job = link.job("compiler", problem.source, candidate)
     try:
         child.start_job(command_header(job), time.monotonic() + s.child_start_timeout_s)
         child.post(command_header(Precompile(capability=capability)))
@@ -55,10 +54,10 @@ def begin_precompile(
     return pending
 
 
-def finish_precompile(session: Session, pending: Pending, cache: str) -> PrecompileOutcome:
+def finish_precompile(link: Link, pending: Pending, cache: str) -> PrecompileOutcome:
     """Wait for the pass (within `precompile_timeout_s` of its start), then copy what it compiled into the Triton
     cache directory `cache` (the candidate child's)."""
-    outcome, child = pending.outcome, session.compiler
+    outcome, child = pending.outcome, link.compiler
     assert child is not None  # set by begin_precompile, cleared only here
     try:
         if pending.deadline:
@@ -69,15 +68,15 @@ def finish_precompile(session: Session, pending: Pending, cache: str) -> Precomp
             else:
                 outcome.kernels, outcome.modules, outcome.stopped = reply.kernels, reply.modules, reply.stopped
     except ChildTimedOut:  # killed; what it finished is in its cache all the same
-        outcome.stopped = f"not done within {session.settings.precompile_timeout_s:g} s"
+        outcome.stopped = f"not done within {link.settings.precompile_timeout_s:g} s"
     except ChildDied as died:
         outcome.stopped = f"the compiler child {died.reason}"
     except ProtocolError as exc:
         outcome.stopped = f"bad message from the compiler child: {exc}"
-    session.stop_if_cancelled()
+    link.stop_if_cancelled()
     outcome.copied_files = copy_cache(
-        os.path.join(child.tmpdir, TRITON_CACHE), cache, session.settings.precompile_cache_mb << 20
+        os.path.join(child.tmpdir, TRITON_CACHE), cache, link.settings.precompile_cache_mb << 20
     )
     child.close()
-    session.compiler = None
+    link.compiler = None
     return outcome

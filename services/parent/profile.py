@@ -7,20 +7,22 @@ from dataclasses import dataclass
 
 from services.errors import EarlyVerdict
 from services.parent import evidence
-from services.parent.session import Session
+from services.parent.link import Link
+from services.parent.record import Record
 from services.protocol.messages import Profile, Profiled
 from services.schema import CheckName, ProfileSummary, Verdict
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProfileOutcome:
-    """Filled in as the stage goes: a candidate rejected for its coverage still reports its profile."""
+    """The candidate's profile and what the feedback says of it; a candidate rejected for its coverage still
+    reports its profile (the rejection's `reached`)."""
 
     summary: ProfileSummary | None = None
     text: str = ""
 
 
-def profile(session: Session, policy: str, out: ProfileOutcome) -> None:
+def profile(link: Link, record: Record, policy: str) -> ProfileOutcome:
     """Custom-kernel coverage over a few calls; under `policy` strict it must reach the configured share,
     otherwise it must be above zero. Like any other request it runs beside other evaluations' work, never during
     their measurements: the profiler sees only its own process's kernels, and coverage is a ratio of their
@@ -28,24 +30,24 @@ def profile(session: Session, policy: str, out: ProfileOutcome) -> None:
     waiting child does not start the profiler ahead of its job: a process that has run a profiler session
     launches slower from then on (6.8 to 8.7 µs a launch on an H200, bench/profiler_warmup.py), which moved the
     row sum's reference by 8% (docs/benchmarks.md, session 21)."""
-    s = session.settings
-    seeds = [session.seed("profile", i) for i in range(s.profile_calls)]
-    reply, _ = session.ask(
-        session.cand, Profile(seeds=seeds), Profiled, time.monotonic() + s.timing_timeout_s, "profiling forward()"
+    s = link.settings
+    seeds = [link.seed("profile", i) for i in range(s.profile_calls)]
+    reply, _ = link.ask(
+        link.cand, Profile(seeds=seeds), Profiled, time.monotonic() + s.timing_timeout_s, "profiling forward()"
     )
     for part, seconds in zip(("start", "calls", "stop"), reply.split_s, strict=True):
-        session.requests[f"candidate.profile_{part}"] = {"n": len(seeds), "s": seconds}
+        link.requests[f"candidate.profile_{part}"] = {"n": len(seeds), "s": seconds}
     # The profiler (CUPTI, Kineto) leaves threads of its own in the child. Timing is over and its threads were
     # checked, so later stages count new threads from here.
-    session.evidence.thread_baseline = session.cand.threads()
-    session.evidence.custom_kernels |= evidence.launched_names(reply.launches)
-    out.summary = summary = evidence.coverage(reply.kernels, session.evidence.custom_kernels, len(seeds))
+    record.evidence.thread_baseline = link.cand.threads()
+    record.evidence.custom_kernels |= evidence.launched_names(reply.launches)
+    summary = evidence.coverage(reply.kernels, record.evidence.custom_kernels, len(seeds))
     cov = summary.coverage
     need = s.strict_min_coverage if policy == "strict" else 0.0
     ok = cov >= need if need else cov > 0
     needs = f"at least {need:.0%}" if need else "more than 0"
     detail = f"custom kernels {cov:.1%} of GPU time (policy {policy} needs {needs})"
-    if not session.check(
+    if not record.check(
         CheckName.CUSTOM_KERNEL_COVERAGE, ok, detail, {"coverage": cov}, {"coverage": need, "policy": policy}
     ):
         raise EarlyVerdict(
@@ -53,6 +55,7 @@ def profile(session: Session, policy: str, out: ProfileOutcome) -> None:
             f"Rejected: your own Triton kernels account for {cov:.1%} of the GPU time "
             f"(policy {policy} needs {needs}); "
             "the rest runs in PyTorch or library kernels.",
+            reached=ProfileOutcome(summary),
         )
     top = ", ".join(f"{k.name[:40]} {k.share:.0%}{' (yours)' if k.custom else ''}" for k in summary.top_kernels[:3])
-    out.text = f"Custom-kernel coverage {cov:.1%}; top GPU kernels: {top}."
+    return ProfileOutcome(summary, f"Custom-kernel coverage {cov:.1%}; top GPU kernels: {top}.")

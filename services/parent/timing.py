@@ -29,9 +29,10 @@ from dataclasses import dataclass, field, replace
 
 from services import feedback, stats
 from services.parent import defences
-from services.parent.session import Session
+from services.parent.link import Link
+from services.parent.record import Record
 from services.protocol import tensors
-from services.protocol.messages import Time, Timed, Variant
+from services.protocol.messages import Structure, Time, Timed, Variant
 from services.sandbox import Child
 from services.schema import CheckName, RuntimeStats, Verdict
 from services.settings import EvalSettings
@@ -40,8 +41,9 @@ from services.settings import EvalSettings
 @dataclass(frozen=True)
 class TimingPlan:
     """Which sides to time (side -> which child, which variant), their stored statistics, the wall cap of one
-    sampling loop, how many processes a reference side is timed in, and how to take and start more reference
-    children."""
+    sampling loop, how many processes a reference side is timed in, how to take and start more reference
+    children, and the structure of the reference's output in the correctness trials (re-checks receive the
+    candidate's outputs into buffers of that structure)."""
 
     sides: dict[str, tuple[str, Variant]]
     stored: dict[str, RuntimeStats]
@@ -49,11 +51,12 @@ class TimingPlan:
     processes: int
     acquire_references: Callable[[int], list[Child]]
     start_reference: Callable[[Child], None]
+    reference_output: Structure | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class TimingOutcome:
-    """Filled in as the stage goes: a candidate rejected by a timing defence still reports its statistics."""
+    """Each side's statistics, and what the feedback says of them (empty: nothing was timed)."""
 
     runtimes: dict[str, RuntimeStats] = field(default_factory=dict)
     from_cache: list[str] = field(default_factory=list)  # sides whose statistics came from stored timings
@@ -67,18 +70,28 @@ class _Timer:
     """Times calls of one or more sides, each on its child, and applies the per-call checks (clock sanity,
     guards, launches, re-checks). `samples`, `overheads` and `extras` keep every kept call, per side."""
 
-    def __init__(self, session: Session, children: dict[str, tuple[Child, Variant]], deadline: float, purpose: str):
-        self.session = session
+    def __init__(
+        self,
+        link: Link,
+        record: Record,
+        children: dict[str, tuple[Child, Variant]],
+        deadline: float,
+        purpose: str,
+        ref_struct: Structure | None,
+    ):
+        self.link = link
+        self.record = record
         self.children = children
         self.deadline = deadline
         self.purpose = purpose
+        self.ref_struct = ref_struct  # the reference's output in the correctness trials, for the re-checks
         self.samples: dict[str, list[float]] = {side: [] for side in children}
         self.overheads: dict[str, list[float]] = {side: [] for side in children}
         self.extras: dict[str, list[float]] = {side: [] for side in children}
         self.uncovered: dict[str, int] = {side: 0 for side in children}  # kept calls with host time in them
         # One spin for every side, grown whenever a call's launches outlast it: it moves only where the host's
         # time would otherwise leak into the window, never the GPU time it shields.
-        self.shield = 0 if session.device == "cpu" else session.settings.launch_shield_cycles
+        self.shield = 0 if link.device == "cpu" else link.settings.launch_shield_cycles
         self.count = 0
         self.last_candidate: defences.TimedCall | None = None
         # Candidate calls chosen for a re-check: the one whose output the next call copies aside in the child,
@@ -88,7 +101,7 @@ class _Timer:
         self.retained_bytes = 0
 
     def __call__(self, side: str, keep: bool) -> tuple[float, float]:
-        s = self.session
+        s, record = self.link, self.record
         child, variant = self.children[side]
         self.count += 1
         seed = s.seed(self.purpose, self.count)
@@ -104,9 +117,9 @@ class _Timer:
             self.uncovered[side] += keep
             self.shield = max(self.shield, min(2 * self.shield, s.settings.launch_shield_max_cycles))
         if self.purpose == "time" and side == "candidate":  # the evaluation's own child: the replay check
-            s.record_digest(seed, h.digest)
+            record.record_digest(seed, h.digest)
         if not (0 < h.ms <= wall_ms * 1.01 + 0.05) or not math.isfinite(h.ms):
-            raise s.fail(
+            raise record.fail(
                 CheckName.TIMING_WALL_CLOCK,
                 f"{side} reported {h.ms:.4g} ms inside {wall_ms:.4g} ms",
                 Verdict.REJECTED,
@@ -115,8 +128,8 @@ class _Timer:
                 thresholds={"reported_ms": wall_ms * 1.01 + 0.05},
             )
         if side == "candidate":
-            s.guard_process("a timed call", processes=False)
-            s.require_launches(h.launches, "a timed call")
+            record.guard_process(s.cand, "a timed call", processes=False)
+            record.require_launches(h.launches, "a timed call")
             self.last_candidate = defences.TimedCall(seed, h.structure, h.digest)
             if keep and s.defended and s.rng.random() < s.settings.recheck_fraction:
                 self._choose(self.last_candidate)
@@ -130,20 +143,21 @@ class _Timer:
         """Re-check this call: after the measurement, from a copy the child makes before the next call, while
         the copies fit their memory budget; else now, inside the measurement."""
         size = tensors.nbytes(call.structure)
-        if self.retained_bytes + size <= self.session.settings.recheck_retain_mb * 2**20:
+        if self.retained_bytes + size <= self.link.settings.recheck_retain_mb * 2**20:
             self.retained_bytes += size
             self.chosen = call
         else:
-            defences.recheck(self.session, call, self.deadline)
+            defences.recheck(self.link, self.record, call, self.ref_struct, self.deadline)
 
     def recheck_all(self) -> None:
         """The chosen calls and the last one, compared with the reference's outputs (once the slot is released,
         as other evaluations' GPU work may run beside it). A chosen call that no later call followed is the last."""
-        defences.recheck_all(self.session, [*self.retained, self.last_candidate], self.deadline)
+        calls = [*self.retained, self.last_candidate]
+        defences.recheck_all(self.link, self.record, calls, self.ref_struct, self.deadline)
         # The candidate's copies; the reference keeps nothing from a Recompute, and the next Call drops what a
         # re-check's Call kept.
         if self.retained:
-            self.session.release(self.deadline, self.session.cand)
+            self.link.release(self.deadline, self.link.cand)
 
     def warm_up(self, warm_ms: float, cap_s: float) -> int:
         """Calls by time on every side before any sample counts; returns the block length: about 25 ms of the
@@ -164,7 +178,7 @@ class _Timer:
 
     def sample(self, sides: list[str], block: int, min_calls: int, cap_s: float) -> None:
         """Blocks of calls, side after side, until every side's median is precise enough, or at a cap."""
-        s = self.session.settings
+        s = self.link.settings
         t = time.monotonic()
         while True:
             for side in sides:
@@ -179,25 +193,25 @@ class _Timer:
                 return
 
 
-def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
-    """Time the sides into `out`, then run the timing defences. Holds the session's timing slot while calls are
+def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
+    """Time the sides, then run the timing defences. Holds the link's timing slot while calls are
     timed; other reference children are started and loaded outside it."""
-    s = session.settings
-    cpu = session.device == "cpu"
+    s = link.settings
+    cpu = link.device == "cpu"
     children = {
-        side: (session.ref if role == "reference" else session.cand, variant)
-        for side, (role, variant) in plan.sides.items()
+        side: (link.ref if role == "reference" else link.cand, variant) for side, (role, variant) in plan.sides.items()
     }
     min_calls = 3 if cpu else s.min_timed_calls
     target = None if cpu else s.target_ci_rel
     # Nothing stored: the reference will be timed in more processes. Their children start now, side by side,
     # while this evaluation waits for and holds the slot.
     spare = plan.acquire_references(plan.processes - 1) if not plan.stored else []
-    with session.slot():
+    with link.slot():
         # The deadline starts once the slot is held: waiting for other evaluations is not the candidate's time.
         deadline = time.monotonic() + s.timing_timeout_s
-        lap = _laps(out.held_s)
-        timer = _Timer(session, children, deadline, "time")
+        held_s: dict[str, float] = {}
+        lap = _laps(held_s)
+        timer = _Timer(link, record, children, deadline, "time", plan.reference_output)
         block = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
         lap("warm_up")
         accepted = _revalidate(timer, plan.stored) if plan.stored else {}
@@ -205,7 +219,7 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
         timer.sample([side for side in plan.sides if side not in accepted], block, min_calls, plan.cap_s)
         lap("sampling")
         calls = defences.OffWindow(timer.overheads, timer.extras)
-        if defences.off_window_suspect(session, calls, stats.summarize(timer.samples["candidate"]), cpu):
+        if defences.off_window_suspect(link, calls, stats.summarize(timer.samples["candidate"]), cpu):
             # Confirm on fresh calls, reference and candidate alternating, before rejecting: a neighbour's
             # burst of host or GPU work can shift one side's overheads for a while, hidden work shifts every call.
             calls = defences.OffWindow({"reference": [], "candidate": []}, {"reference": [], "candidate": []})
@@ -215,22 +229,22 @@ def timing(session: Session, plan: TimingPlan, out: TimingOutcome) -> None:
                     calls.overheads[side].append(over)
                     calls.extras[side].append(extra)
         lap("checks")
-    if session.defended:
+    if link.defended:
         timer.recheck_all()
-        defences.distinct_outputs(session, timer.deadline)
-    session.guard_process("the timed calls")
-    defences.wall_clock_checks(session, calls, stats.summarize(timer.samples["candidate"]), cpu)
+        defences.distinct_outputs(link, record, plan.reference_output, timer.deadline)
+    record.guard_process(link.cand, "the timed calls")
+    defences.wall_clock_checks(link, record, calls, stats.summarize(timer.samples["candidate"]), cpu)
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
     if remeasured and not spare:  # a stored timing that did not revalidate
         spare = plan.acquire_references(plan.processes - 1)
-    others = _other_processes(session, plan, spare, remeasured, min_calls) if remeasured else []
-    out.runtimes = {side: accepted.get(side) or _pooled(side, [timer, *others], s, target) for side in plan.sides}
-    out.from_cache = sorted(accepted)
+    others = _other_processes(link, record, plan, spare, remeasured, min_calls) if remeasured else []
+    runtimes = {side: accepted.get(side) or _pooled(side, [timer, *others], s, target) for side in plan.sides}
     if cpu:
-        out.text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
+        text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
     else:
-        cand, ref = out.runtimes["candidate"], out.runtimes["reference"]
-        out.text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
+        cand, ref = runtimes["candidate"], runtimes["reference"]
+        text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
+    return TimingOutcome(runtimes, sorted(accepted), held_s, text)
 
 
 def _laps(into: dict[str, float]) -> Callable[[str], None]:
@@ -271,7 +285,7 @@ def _revalidate(timer: _Timer, stored: dict[str, RuntimeStats]) -> dict[str, Run
     range): more calls would hardly put it wholly outside, and at KernelBench's published sizes the twenty calls
     were 82% of the measurement's hold (an H200, session 17). The candidate's calls count as its samples either
     way."""
-    s = timer.session.settings
+    s = timer.link.settings
     ranges = {side: _agreeing(cached, s.reference_cache_tolerance) for side, cached in stored.items()}
     intervals: dict[str, tuple[float, float]] = {}
     for n in range(1, s.reference_cache_calls + 1):
@@ -299,25 +313,25 @@ def _agreeing(cached: RuntimeStats, tolerance: float) -> tuple[float, float]:
 
 
 def _other_processes(
-    session: Session, plan: TimingPlan, children: list[Child], sides: list[str], min_calls: int
+    link: Link, record: Record, plan: TimingPlan, children: list[Child], sides: list[str], min_calls: int
 ) -> list[_Timer]:
     """The reference sides timed in more reference children, one after another: each is given its job and
     loaded outside the timing slot, then warmed up and sampled alone inside it, within its own
     `timing_timeout_s`."""
-    s = session.settings
+    s = link.settings
     # The evaluation's own children hold the device memory of their last calls until the stages after timing.
-    session.release(time.monotonic() + s.timing_timeout_s, trim=True)
+    link.release(time.monotonic() + s.timing_timeout_s, trim=True)
     found = []
     for n, child in enumerate(children):
         try:
             plan.start_reference(child)
-            with session.slot():
+            with link.slot():
                 deadline = time.monotonic() + s.timing_timeout_s
                 variants = {side: (child, plan.sides[side][1]) for side in sides}
-                timer = _Timer(session, variants, deadline, f"time{n + 1}")
-                block = timer.warm_up(0.0 if session.device == "cpu" else s.warmup_ms, plan.cap_s)
+                timer = _Timer(link, record, variants, deadline, f"time{n + 1}", plan.reference_output)
+                block = timer.warm_up(0.0 if link.device == "cpu" else s.warmup_ms, plan.cap_s)
                 timer.sample(sides, block, min_calls, plan.cap_s)
             found.append(timer)
         finally:
-            session.retire(child)
+            link.retire(child)
     return found

@@ -1,0 +1,35 @@
+"""What `Evaluator.evaluate` returns: the result, and the diagnostics a worker logs beside it.
+
+Torch-free, like the schema: the diagnostics say how an evaluation ran (which children it used, what the compiler
+child did, where its requests went), never what it decided; the result alone carries the verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
+
+from services.schema import EvalResult
+
+if TYPE_CHECKING:
+    from services.parent.precompile import PrecompileOutcome
+
+
+@dataclass
+class Diagnostics:
+    """How one evaluation ran, filled in as it goes: an EvaluationError out of `Evaluator.evaluate` carries the
+    diagnostics of the attempt it ended."""
+
+    retried_alone: bool = False  # it ran out of device memory beside others and ran again alone
+    started_alone: bool = False  # its problem had, so it started alone
+    reference_kept: bool = False  # its reference child had served an earlier evaluation (services.parent.references)
+    precompile: PrecompileOutcome | None = None  # what the compiler child did, where it ran
+    # Requests to the children by "<child>.<command>": {"n": requests, "s": seconds} (services.parent.link.Link)
+    requests: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+class Evaluation(NamedTuple):
+    """An evaluation's result and its diagnostics (`result, diagnostics = evaluator.evaluate(...)`)."""
+
+    result: EvalResult
+    diagnostics: Diagnostics
