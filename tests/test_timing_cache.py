@@ -188,7 +188,7 @@ def test_an_evaluation_waits_while_another_holds_the_claim_on_its_reference(tole
         if holder_outcome == "stores_a_figure":
             store.put(key, stored_figure().model_dump_json())
         store.unclaim(key, "another evaluation")
-        result = running.result(timeout=120)
+        result = running.result(timeout=120).result
     assert result.verdict is Verdict.PASSED
     if holder_outcome == "stores_a_figure":
         assert result.timings_from_cache == ["reference"] and result.reference_runtime == stored_figure()
@@ -217,7 +217,7 @@ class _Calls:
     """What revalidation drives: a timer whose reference calls take the given times in turn (the candidate's 1 ms)."""
 
     def __init__(self, reference_ms: list[float]):
-        self.session = SimpleNamespace(settings=EvalSettings())  # 5 to 20 calls, 3% tolerance
+        self.link = SimpleNamespace(settings=EvalSettings())  # 5 to 20 calls, 3% tolerance
         self.children = {"reference": None, "candidate": None}
         self.samples: dict[str, list[float]] = {"reference": [], "candidate": []}
         self._reference = iter(reference_ms)
