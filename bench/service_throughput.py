@@ -51,8 +51,9 @@ pass (the same figures then serve every mode, so speedups differ between modes o
 a mode costs minutes less on a GPU, where timing a reference takes 5 processes). With --cold there is no uncounted
 pass: the batch meets references nobody has timed, as an RL step does when its prompts are new, and one evaluation
 per problem times each reference (in several processes) while that problem's other candidates wait for its figure.
-Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went), one JSON line
-per mode (evaluations per minute, verdicts, phase medians, each stage's share of the evaluations' time, the
+Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went, and every 40
+results the verdicts so far by problem), one JSON line per mode (evaluations per minute, verdicts and verdicts
+by problem, phase medians, each stage's share of the evaluations' time, the
 share of the wall time the timing slot was held and the median wait for it, the host's CPU use during the batch,
 the requests to the children by kind, per-problem speedups) and a summary: the ratio to serial and, per problem,
 how far the pipelined median speedup is from the serial one.
@@ -227,6 +228,15 @@ def expected_outcome(label: str) -> str:
     return "incorrect" if label.endswith(WRONG_LABEL) else "passed"
 
 
+def verdict_counts(jobs: list[tuple[str, dict]], finished: list) -> dict[str, dict[str, int]]:
+    """Per problem label, how many of the evaluations finished so far got each verdict (or status)."""
+    counts: dict[str, dict[str, int]] = {}
+    for (label, _), e in zip(jobs, finished, strict=False):
+        outcome = e.verdict or e.status
+        counts.setdefault(label, {})[outcome] = counts.get(label, {}).get(outcome, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def not_passed(
     jobs: list[tuple[str, dict]], finished: list, expected: Callable[[str], str] = expected_outcome
 ) -> list[dict]:
@@ -339,19 +349,22 @@ def run_mode(
             cpu_before = host_cpu()
             t0 = time.monotonic()
             submitted = gym.evaluate_batch([b for _, b in jobs], wait=0)
-            finished = [gym.wait(e.id, timeout=3600) for e in submitted]
+            finished = []
+            for e in submitted:
+                finished.append(gym.wait(e.id, timeout=3600))
+                if len(finished) % 40 == 0 and len(finished) < len(jobs):
+                    so_far = verdict_counts(jobs, finished)
+                    progress(name, f"{len(finished)} of {len(jobs)} results {json.dumps(so_far)}", began)
             wall = time.monotonic() - t0
             cpu_after = host_cpu()
             progress(name, "batch done", began)
         slot = slot_use(stack.dir, before, len(jobs))
     results = [e.result for e in finished if e.result]
+    by_problem = verdict_counts(jobs, finished)
     verdicts: dict[str, int] = {}
-    by_problem: dict[str, dict[str, int]] = {}
-    for (label, _), e in zip(jobs, finished, strict=True):
-        outcome = e.verdict or e.status
-        verdicts[outcome] = verdicts.get(outcome, 0) + 1
-        counts = by_problem.setdefault(label, {})
-        counts[outcome] = counts.get(outcome, 0) + 1
+    for counts in by_problem.values():
+        for outcome, n in counts.items():
+            verdicts[outcome] = verdicts.get(outcome, 0) + n
     speedups: dict[str, list[float]] = {}
     for (label, _), e in zip(jobs, finished, strict=True):
         if e.result and e.result.get("speedup") is not None:
@@ -366,7 +379,7 @@ def run_mode(
         "per_minute": round(60 * len(jobs) / wall, 2),
         "per_minute_per_gpu": round(60 * len(jobs) / wall / gpus, 2),
         "verdicts": verdicts,
-        "verdicts_by_problem": dict(sorted(by_problem.items())),
+        "verdicts_by_problem": by_problem,
         "not_passed": not_passed(jobs, finished, expected),
         "host_cpu_busy": cpu_busy(cpu_before, cpu_after),
         "timing_slot": {  # busy_fraction: per GPU (each has its own slot)
