@@ -52,11 +52,11 @@ a mode costs minutes less on a GPU, where timing a reference takes 5 processes).
 pass: the batch meets references nobody has timed, as an RL step does when its prompts are new, and one evaluation
 per problem times each reference (in several processes) while that problem's other candidates wait for its figure.
 Prints each mode's progress on stderr (a run stopped at a time limit shows where its time went, and every 40
-results the verdicts so far by problem), one JSON line per mode (evaluations per minute, verdicts and verdicts
-by problem, phase medians, each stage's share of the evaluations' time, the
-share of the wall time the timing slot was held and the median wait for it, the host's CPU use during the batch,
-the requests to the children by kind, per-problem speedups) and a summary: the ratio to serial and, per problem,
-how far the pipelined median speedup is from the serial one.
+results the verdicts so far by problem), one JSON line per mode (evaluations per minute, verdicts, verdicts by
+problem, phase medians, each stage's share of the evaluations' time, the share of the wall time the timing slot
+was held and the median wait for it, the host's CPU use during the batch, the requests to the children by kind,
+per-problem speedups) and a summary: the ratio to serial and, per problem, how far the pipelined median speedup
+is from the serial one.
 """
 
 from __future__ import annotations
