@@ -7,12 +7,19 @@ child did, where its requests went), never what it decided; the result alone car
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from services.schema import EvalResult
 
-if TYPE_CHECKING:
-    from services.parent.precompile import PrecompileOutcome
+
+@dataclass
+class PrecompileOutcome:
+    """What the compiler child's pass did (services.parent.precompile); reported, never judged."""
+
+    kernels: int = 0  # compiled by the pass (each autotune config counts)
+    modules: int = 0  # C modules built: Triton's driver module, and on Triton 3.6 a launcher per kernel signature
+    copied_files: int = 0  # into the candidate child's cache
+    stopped: str = ""  # where the pass ended early, or why it gave nothing; "" when forward() returned
 
 
 @dataclass

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import AUTOTUNED, TUNED_BODY, bundled_source, relu_candidate
 
+from services.evaluation import PrecompileOutcome
 from services.parent.link import Link
-from services.parent.precompile import PrecompileOutcome, begin_precompile, finish_precompile
+from services.parent.precompile import begin_precompile, finish_precompile
 from services.parent.record import Record
 from services.problems import Problem
 from services.sandbox import ChildPool, copy_cache

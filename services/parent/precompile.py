@@ -14,18 +14,11 @@ import time
 from dataclasses import dataclass, field
 
 from services.errors import ChildDied, ChildTimedOut, ProtocolError
+from services.evaluation import PrecompileOutcome
 from services.parent.link import Link
 from services.problems import Problem
 from services.protocol.messages import Failure, Precompile, Precompiled, command_header, decode_reply
 from services.sandbox import TRITON_CACHE, ChildPool, copy_cache
-
-
-@dataclass
-class PrecompileOutcome:
-    kernels: int = 0  # compiled by the pass (each autotune config counts)
-    modules: int = 0  # C modules built: Triton's driver module, and on Triton 3.6 a launcher per kernel signature
-    copied_files: int = 0  # into the candidate child's cache
-    stopped: str = ""  # where the pass ended early, or why it gave nothing; "" when forward() returned
 
 
 @dataclass
