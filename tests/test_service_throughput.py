@@ -1,0 +1,32 @@
+"""bench/service_throughput.py on a problem folder and its kernel folder, end to end on CPU (its own Redis,
+gateway and worker): `--problems DIR --kernels DIR --only PATTERNS` sends just the chosen problems, each with its
+honest kernel and its reference inline, and the mode's row counts the verdicts by problem, so that "0 rejected of
+40" can be read off a GPU run (issue 35)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import WORKER_ENV
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench" / "service_throughput.py"
+
+
+def test_the_calibration_problems_chosen_by_only_each_get_their_verdicts_counted():
+    args = ["--device-class", "cpu", "--serial", "0", "--pipelined", "2", "--warm-children", "2"]
+    args += ["--problems", str(ROOT / "bench" / "problems" / "calibration")]
+    args += ["--kernels", str(ROOT / "bench" / "kernels" / "calibration"), "--only", "row_argmax,inplace_*"]
+    env = {**os.environ, **WORKER_ENV}
+    done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+    head, row, summary = (json.loads(line) for line in done.stdout.splitlines())
+    assert head["problems"] == 2 and "summary" in summary
+    assert row["mode"] == "pipelined-default" and row["evaluations"] == 4
+    assert row["verdicts_by_problem"] == {"inplace_axpy": {"passed": 2}, "row_argmax": {"passed": 2}}
+    assert row["verdicts"] == {"passed": 4} and row["not_passed"] == []
