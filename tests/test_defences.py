@@ -242,3 +242,11 @@ def test_graph_replay_counts_the_kernels_captured_in_it():
     other.capture_end()
     other.replay()
     assert recorder.take() == {"_relu": 2}
+
+
+def test_coverage_is_unmeasured_only_where_the_profiler_missed_counted_launches_outside_strict():
+    assert evidence.launch_count([{"_copy": 2}, {"_copy": 1, "_add": 3}]) == 6
+    assert evidence.coverage_unmeasured(0.0, 3, "default")
+    assert not evidence.coverage_unmeasured(0.0, 0, "default")  # nothing launched: a real 0
+    assert not evidence.coverage_unmeasured(0.0001, 3, "default")  # the profiler saw them
+    assert not evidence.coverage_unmeasured(0.0, 3, "strict")  # flooding the profiler gets past no rule

@@ -96,6 +96,18 @@ def launched_names(launches: list[Launches]) -> set[str]:
     return {name for called in launches for name in called}
 
 
+def launch_count(launches: list[Launches]) -> int:
+    return sum(n for called in launches for n in called.values())
+
+
+def coverage_unmeasured(coverage: float, launched: int, policy: str) -> bool:
+    """The profiler's record holds none of the candidate's kernels although the launch recorder counted them
+    launched in the profiled calls: its record is incomplete (CUPTI drops records once its buffers fill, as a
+    reference of thousands of small library kernels can make it do), so a coverage of 0 is no evidence. Under
+    the strict policy coverage is the rule itself, and flooding the profiler must not get past it."""
+    return coverage == 0 and launched > 0 and policy != "strict"
+
+
 def _is_custom(kernel: str, custom: set[str]) -> bool:
     # Triton names the CUDA kernel after the Python function (older versions add a signature suffix).
     return any(kernel == name or kernel.startswith(name + "_") for name in custom)

@@ -43,6 +43,14 @@ def profile(link: Link, record: Record, policy: str) -> ProfileOutcome:
     record.evidence.custom_kernels |= evidence.launched_names(reply.launches)
     summary = evidence.coverage(reply.kernels, record.evidence.custom_kernels, len(seeds))
     cov = summary.coverage
+    if evidence.coverage_unmeasured(cov, launched := evidence.launch_count(reply.launches), policy):
+        record.stand_down(
+            CheckName.CUSTOM_KERNEL_COVERAGE,
+            f"the profiler recorded none of the {launched} launches of your kernels that the launch recorder "
+            f"counted over {len(seeds)} calls: its record is incomplete",
+            {"coverage": cov, "launches": launched},
+        )
+        return ProfileOutcome(summary, "Custom-kernel coverage not measured: the profiler's record was incomplete.")
     need = s.strict_min_coverage if policy == "strict" else 0.0
     ok = cov >= need if need else cov > 0
     needs = f"at least {need:.0%}" if need else "more than 0"
