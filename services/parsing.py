@@ -3,7 +3,7 @@
 CPython's parser fails on hostile input in more ways than SyntaxError: nesting deep enough to exhaust its stack
 raises MemoryError or RecursionError, a NUL byte ValueError. Uncaught, one of those ends a request with a 500 or,
 in a Celery task, takes the whole worker down (Celery treats MemoryError as unrecoverable). Here each is the one
-error a caller already handles. (`services.static_checks.triage`, standard library only by design, catches the same
+error a caller already handles. (`services.static.triage`, standard library only by design, catches the same
 errors itself.)
 """
 
