@@ -5,7 +5,7 @@
 
 Every evaluation uses two fresh children (services.sandbox.Child: forked by the zygote, a CUDA context each, torn
 down when the evaluation closes them). On a host of two GPUs the service's requests outside the timing slot took
-1.2-3.7 times as long as on one (docs/benchmarks.md, session 18), which would follow if the NVIDIA driver serialised
+1.2-3.7 times as long as on one (docs/benchmarks.md), which would follow if the NVIDIA driver serialised
 context creation or teardown across the whole host. A layout is loops per GPU, joined by `+` ("2+2": two loops on
 GPU 0, two on GPU 1); each loop starts a child, waits until it is ready, closes it and waits until it is gone,
 again and again. Per layout it prints one JSON line: children a second over the host, and the median and spread of

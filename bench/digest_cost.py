@@ -7,7 +7,7 @@
 synchronised), inside the timing slot's hold but outside the measured interval. At KernelBench sizes (RMSNorm's
 output is 1.88e9 fp32 elements, 7.5 GB) a timed call cost ~70 ms beyond its kernel with the digest's int64 sums;
 this shows how much of that the digest is. `read` is `torch.sum` over the same tensor, the floor for anything that
-reads each byte once; `int64_sum` sums its raw bits into int64, as the digest did until session 18 (on a GPU that
+reads each byte once; `int64_sum` sums its raw bits into int64, as the digest once did (on a GPU that
 is compute-bound, not a read). Prints one JSON line per size: median and min/max milliseconds over `--repeats`.
 """
 

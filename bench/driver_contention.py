@@ -4,7 +4,7 @@
     python bench/driver_contention.py --neighbours 0,4 --neighbour-gpu 0 --seconds 10
 
 On a host of two GPUs, the service's requests that hand tensors over or profile took 2-3.5 times as long as on one,
-while the timed calls did not change (docs/benchmarks.md, sessions 18 and 19); context creation alone scales across
+while the timed calls did not change (docs/benchmarks.md); context creation alone scales across
 GPUs (bench/context_churn.py). This times, on GPU 0, each operation an evaluation's requests make of the driver, in
 turn with `--neighbours` loops on `--neighbour-gpu` that each do what an evaluation's child does: a fresh process
 forked from one with torch imported, its CUDA context, a few torch operations (their kernels load lazily), a
@@ -16,11 +16,11 @@ tensor handed over to its parent through CUDA IPC, exit. The operations:
 - `profile`: the consumer profiles a small forward as a child's profile request does (torch.profiler, CUDA
   activity: CUPTI), holding no mapping of the producer's memory;
 - `ipc`: the consumer opens a buffer the producer shares (services.protocol.tensors.share_cuda/open_cuda), copies
-  into it and drops it, opening and closing the segment's mapping each time, as every hand-over did until
-  session 19;
+  into it and drops it, opening and closing the segment's mapping each time, as every hand-over did before
+  mappings were kept;
 - `ipc_kept`: the same keeping the segment's mapping open (open_cuda's `mapped`), as a child does since;
 - `profile_mapped`: `profile` again, now that the consumer holds that mapping. With open mappings kept, a child's
-  profile request took 2.7 times as long through the service (session 19): this tells whether the mapping is why.
+  profile request took 2.7 times as long through the service: this tells whether the mapping is why.
 
 The operations run in this order in each condition (the last needs the one before it).
 Prints one JSON line per (neighbours, operation): the operation's first use in the condition's fresh processes
@@ -124,7 +124,7 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[floa
         if op in ("ipc", "ipc_kept"):
             with torch.cuda.use_mem_pool(pool):
                 buf = torch.empty(1 << 16, device="cuda")
-            # Not kept: the mapping is opened and closed each time, as every hand-over's was until session 19.
+            # Not kept: the mapping is opened and closed each time, as every hand-over's was before mappings were kept.
             channel.send(peer, {"buf": share_cuda(buf, keep=op == "ipc_kept")})
             times.append(channel.recv(peer, time.monotonic() + 60)[0]["ms"])
             del buf

@@ -21,7 +21,7 @@ the timing slot's hold, comes from the same stretch of time. `--neighbour` does 
 of the host (`--neighbour-gpu`), which this evaluator's GPU does not share but the host's driver does: `contexts`,
 a loop of fresh processes that each create a CUDA context there, as a second worker's warm children do; and
 `evaluator`, this same repeat run there, as a second GPU's worker does (on two GPUs through the service, requests
-outside the timing slot took 1.2-3.7 times as long as on one: docs/benchmarks.md, session 18). Prints a JSON line
+outside the timing slot took 1.2-3.7 times as long as on one: docs/benchmarks.md). Prints a JSON line
 per evaluation and a summary per condition, with the median seconds of each kind of request to the children.
 """
 

@@ -36,7 +36,7 @@
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
 # its 36 cases in 120 s, and demo-learn did not finish priming in 100 s. Folders the steps leave in OUT (logs,
-# demo output) are packed into one OUT/<folder>.tgz each at the end: the device tool brings back at most 8 files.
+# demo output) are packed into one OUT/<folder>.tgz each at the end: a run brings back at most 8 files.
 #
 # On a GPU machine without network access, first `source bench/offline_bundle.sh use DIR` (a bundle made with
 # `bench/offline_bundle.sh make DIR` where there is network): the service's packages and redis-server.
@@ -80,7 +80,7 @@ case $part in
 5)
     step repeat_small 150 "$py" bench/eval_wall.py repeat --device cuda
     if [ -n "${KB:-}" ]; then
-        # The two problems whose honest kernels no_side_stream_work rejected at gigabyte outputs (session 14).
+        # The two problems whose honest kernels no_side_stream_work rejected at gigabyte outputs.
         step repeat_kb 150 "$py" bench/eval_wall.py repeat --device cuda --problems "$KB" --problem level1/36_RMSNorm_ \
             --problem level1/19_ReLU --times 6
         step throughput_kb 270 "$py" bench/service_throughput.py --kernelbench "$KB" --serial 2 --pipelined 2 \

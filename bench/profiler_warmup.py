@@ -9,7 +9,7 @@ job) measures in turn: `launch_before_us`, the host time per launch of a small k
 would run to take the profiler's one-time start off the profile request); `launch_after_us`, the launches again;
 `session_ms`, a profiler session around a small forward with its events read, as the profile request runs it.
 Where the profiler leaves CUPTI attached, every later launch pays its callbacks and `launch_after_us` exceeds
-`launch_before_us`: then a warm-up before the job would slow what is timed (docs/benchmarks.md, session 21).
+`launch_before_us`: then a warm-up before the job would slow what is timed (docs/benchmarks.md).
 Prints one JSON line per process, then the medians and ranges.
 """
 

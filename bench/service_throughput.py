@@ -27,8 +27,8 @@ Triton kernels compile afresh. With `--wrong N`, each problem also gets N candid
 one to the honest kernel's output: they compile, run and fail their first correctness trial, as most candidates of
 an RL step do, and hold no timing slot (labelled `<problem> (wrong)`; one that passes is listed in `not_passed`).
 A batch holds each problem's candidates together, as the RL client sends a turn's samples (`--order problem`,
-since session 20), or one candidate of each problem in turn (`--order interleaved`, every run before); the
-uncounted pass is always one of each problem in turn (grouped too in session 20's calls 3 and 4).
+the default), or one candidate of each problem in turn (`--order interleaved`); the
+uncounted pass is always one of each problem in turn.
 Modes, in this order, each on a fresh stack (its own Redis, so each mode measures its own reference timings and
 then reuses them, as a service does):
   * serial: a worker with KERNELGYM_WORKER_CONCURRENCY=1, `--serial` candidates per problem (with `--serial 0`

@@ -174,7 +174,7 @@ def test_the_launch_shield_keeps_host_time_out_of_a_microsecond_kernels_samples(
 
 
 def test_a_stored_reference_timing_is_reused_by_the_next_candidates(evaluator, relu):
-    # Reuse is a statistical test on fresh calls in a fresh child: through the service on an H200 (session 17),
+    # Reuse is a statistical test on fresh calls in a fresh child: through the service on an H200,
     # 97-99% of the evaluations whose reference was stored reused it, and a GPU run of this test failed where it
     # asked that of one evaluation. Of two, one must.
     store = MemoryTimingStore()

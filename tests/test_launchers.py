@@ -69,7 +69,7 @@ def test_a_launcher_is_built_where_triton_builds_one_per_signature(tmp_path):
 def test_a_childs_launcher_builds_are_recorded_unless_tensor_descriptors_shape_them(
     monkeypatch, tensordesc_meta, recorded
 ):
-    # Triton 3.6 passes the compiled kernel's metadata, [] where it has no descriptors (GPU run, session 17: the
+    # Triton 3.6 passes the compiled kernel's metadata, [] where it has no descriptors (a GPU run: the
     # recorder that took only None recorded nothing); its launcher source is then the same as with None.
     from triton.backends.nvidia import driver
 

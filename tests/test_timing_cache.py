@@ -237,7 +237,7 @@ class _Calls:
     ],
 )
 def test_revalidation_stops_once_the_fresh_calls_interval_lies_inside_the_stored_range(fresh_ms, calls, reused):
-    # Twenty reference calls were 82% of a KernelBench measurement's hold on an H200 (session 17).
+    # Twenty reference calls were 82% of a KernelBench measurement's hold on an H200.
     timer = _Calls(fresh_ms)
     accepted = _revalidate(timer, {"reference": STORED})
     assert len(timer.samples["reference"]) == len(timer.samples["candidate"]) == calls

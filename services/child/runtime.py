@@ -495,7 +495,7 @@ class Runtime:
             end.synchronize()
             # The digest just enqueued behind the end event is this stream's work, not another stream's: on a
             # multi-gigabyte output it takes milliseconds, and timing it as side-stream work rejected honest
-            # KernelBench kernels at published sizes (an H200, session 14).
+            # KernelBench kernels at published sizes (an H200).
             stream.synchronize()
             t1 = _perf()
             _sync()

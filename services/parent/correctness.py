@@ -125,7 +125,7 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
                     feedback.mismatch(i, trials, cmp, _tf32_suspect(candidate_source, cmp, ref_out)),
                 )
             # This process holds at most two outputs at once: at KernelBench's published sizes one is 7.5 GB, and an
-            # H100's 80 GB held the evaluation's parent and children only just (docs/benchmarks.md, session 18).
+            # H100's 80 GB held the evaluation's parent and children only just (docs/benchmarks.md).
             del ref_out, ref_got
             if i == 0:
                 again = _handed(link, link.cand, cand_got, "output2", cand_h.structures[1], deadline)

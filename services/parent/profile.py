@@ -29,7 +29,7 @@ def profile(link: Link, record: Record, policy: str) -> ProfileOutcome:
     times, which time-slicing with a neighbour stretches alike. It comes after the candidate's timing, and a
     waiting child does not start the profiler ahead of its job: a process that has run a profiler session
     launches slower from then on (6.8 to 8.7 µs a launch on an H200, bench/profiler_warmup.py), which moved the
-    row sum's reference by 8% (docs/benchmarks.md, session 21)."""
+    row sum's reference by 8% (docs/benchmarks.md)."""
     s = link.settings
     seeds = [link.seed("profile", i) for i in range(s.profile_calls)]
     reply, _ = link.ask(

@@ -1,8 +1,8 @@
 """Reference children kept between evaluations of the same problem.
 
 Every evaluation started two fresh children, and each child's CUDA context, device-memory setup and teardown is a
-mapping change that the host's NVIDIA driver takes in turn with every other process's, on any GPU (docs/benchmarks.md,
-session 19): on a host of two GPUs those waits, not the GPUs, bounded the evaluations a minute. The reference's child
+mapping change that the host's NVIDIA driver takes in turn with every other process's, on any GPU (docs/benchmarks.md):
+on a host of two GPUs those waits, not the GPUs, bounded the evaluations a minute. The reference's child
 runs the problem's code, never a candidate's, so it can serve the next candidate of its problem with a fresh job
 (new nonce, seeds and model: services.child.boot); the candidate's child is still discarded after each evaluation.
 Only a reference whose tensors were small is kept (its idle memory is its context and cache), and only one that

@@ -283,7 +283,7 @@ def _revalidate(timer: _Timer, stored: dict[str, RuntimeStats]) -> dict[str, Run
     to fall in the range), and a real drift is timed again. The calls stop early once every stored side's interval
     lies inside its range (from `reference_cache_min_calls` calls, when the interval is still the calls' whole
     range): more calls would hardly put it wholly outside, and at KernelBench's published sizes the twenty calls
-    were 82% of the measurement's hold (an H200, session 17). The candidate's calls count as its samples either
+    were 82% of the measurement's hold (an H200). The candidate's calls count as its samples either
     way."""
     s = timer.link.settings
     ranges = {side: _agreeing(cached, s.reference_cache_tolerance) for side, cached in stored.items()}

@@ -149,7 +149,7 @@ def open_cuda(desc: dict[str, Any], mapped: dict[str, torch.UntypedStorage]) -> 
     descriptor allows (`keep`), a storage open for the rest of the process's life, so that the segment's later buffers
     reuse its mapping: opening and closing one (cudaIpcOpenMemHandle, cudaIpcCloseMemHandle) takes the host's
     driver in turn with every other process's mapping changes, context starts and ends included, on any GPU: on a
-    host of two GPUs it took 7.8 ms instead of 0.28 (bench/driver_contention.py, docs/benchmarks.md session 19).
+    host of two GPUs it took 7.8 ms instead of 0.28 (bench/driver_contention.py).
     The keeper is a second open of the first buffer's share, whose ref counter only that buffer's storage
     decrements: the producer frees the buffer as usual once the view returned here is gone; the keeper's own
     decrement comes when `mapped` is dropped (a kept reference child's next job, a clean exit), on a slot the
