@@ -7,7 +7,7 @@ from fastapi import FastAPI
 
 from gym_api.app import create_app
 from gym_common.logs import configure_json_logging
-from gym_common.settings import ServiceSettings
+from gym_common.settings import ServiceSettings, load_settings
 
 
 class UnsafeConfiguration(ValueError):
@@ -27,8 +27,9 @@ def check_auth(settings: ServiceSettings) -> None:
 
 
 def serve_app() -> FastAPI:
-    """The application of one gateway process, built from the KERNELGYM_* environment."""
-    settings = ServiceSettings()
+    """The application of one of several gateway processes: uvicorn starts each afresh, and it loads the
+    KERNELGYM_* environment that `kernelgym serve` validated."""
+    settings = load_settings(ServiceSettings)
     configure_json_logging(settings.log_level)
     return create_app(settings)
 
@@ -36,10 +37,12 @@ def serve_app() -> FastAPI:
 def serve(settings: ServiceSettings) -> None:
     check_auth(settings)
     configure_json_logging(settings.log_level)
-    # Each process builds its own app from the same environment; all shared state is in Redis.
+    # One process serves the app of these settings; several each build their own from the same environment
+    # (uvicorn starts them from an import string). All shared state is in Redis.
+    app: FastAPI | str = create_app(settings) if settings.gateway_processes == 1 else "gym_api.serve:serve_app"
     uvicorn.run(
-        "gym_api.serve:serve_app",
-        factory=True,
+        app,
+        factory=isinstance(app, str),
         host=settings.host,
         port=settings.port,
         workers=settings.gateway_processes,

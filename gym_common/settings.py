@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
@@ -163,6 +163,10 @@ class ServiceSettings(BaseSettings):
             raise ValueError(expected)
         return value
 
+    def evaluation_device(self) -> Literal["cpu", "cuda"]:
+        """Where a worker of these settings evaluates: `cuda` unless told otherwise or serving the `cpu` class."""
+        return self.worker_device or ("cpu" if self.device_class == "cpu" else "cuda")
+
     def loopback(self) -> bool:
         if self.host == "localhost":
             return True
@@ -173,17 +177,24 @@ class ServiceSettings(BaseSettings):
 
 
 class ConfigurationError(ValueError):
-    """A KERNELGYM_* variable is unusable; the message is one line saying what is expected."""
+    """A KERNELGYM_* variable is unusable; the message is one line saying what is expected. The one such error
+    of the project: the gateway, the workers, the CLI and the RL client raise it (this module imports no torch)."""
 
 
-def load_settings() -> ServiceSettings:
-    """The settings from the environment, or a ConfigurationError naming each bad variable in one line."""
+S = TypeVar("S", bound=BaseSettings)
+
+
+def load_settings(cls: type[S], **overrides: object) -> S:
+    """`cls` from the environment, with the `overrides` that are not None on top (a command's own options), or a
+    ConfigurationError naming each bad variable in one line. A process's entry point calls it once per settings
+    class and passes the result down."""
+    prefix = str(cls.model_config.get("env_prefix", ""))
     try:
-        return ServiceSettings()
+        return cls(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = []
         for error in exc.errors():
-            variable = f"KERNELGYM_{error['loc'][0]}".upper() if error["loc"] else "KERNELGYM_*"
+            variable = f"{prefix}{error['loc'][0]}".upper() if error["loc"] else f"{prefix}*"
             message = error["msg"].removeprefix("Value error, ")
             problems.append(message if message.startswith(variable) else f"{variable}: {message}")
         raise ConfigurationError("; ".join(problems)) from None

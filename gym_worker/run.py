@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from gym_common.settings import ServiceSettings
+from services.settings import EvalSettings
 
 log = logging.getLogger("kernelgym.worker")
 
@@ -96,39 +97,34 @@ def claim_device(lock_dir: str, device_id: str, wait_s: float = 30.0) -> int:
     return fd
 
 
-def worker_device(settings: ServiceSettings) -> str:
-    """Where this worker evaluates: `cuda` unless told otherwise or serving the `cpu` class."""
-    return settings.worker_device or ("cpu" if settings.device_class == "cpu" else "cuda")
-
-
-def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: str) -> None:
-    """Pin the GPU and the device class in the environment before anything imports torch or reads settings."""
-    os.environ["KERNELGYM_DEVICE_CLASS"] = device_class
+def run_worker(settings: ServiceSettings, evaluation: EvalSettings, gpu: int | None, name: str | None) -> None:
+    """Serve one device with the settings `kernelgym worker` loaded (the device class of its option already in
+    them); the pool processes, forked from this one, build their state from the same objects."""
+    # The environment of this process and of what it starts, set before anything imports torch or Triton: the
+    # GPU they see, and the Triton interpreter where evaluations run on the CPU.
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
-    if device_class == "cpu" or os.environ.get("KERNELGYM_WORKER_DEVICE") == "cpu":
+    if settings.device_class == "cpu" or settings.worker_device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from gym_common.jobs import Keys
     from gym_common.logs import configure_json_logging
 
-    configure_json_logging(loglevel)
-    device = worker_device(ServiceSettings())
-    if not os.environ.get("KERNELGYM_WORKER_DEVICE_ID"):
-        os.environ["KERNELGYM_WORKER_DEVICE_ID"] = device_id(device)
-    from gym_worker.tasks import app, settings
-
+    configure_json_logging(settings.log_level)
+    device = settings.evaluation_device()
+    named = settings.worker_device_id or device_id(device)
+    settings = settings.model_copy(update={"worker_device_id": named})
     if device == "cuda":  # CPU workers share the host's cores as the OS schedules them
-        claim_device(settings.gpu_lock_dir, os.environ["KERNELGYM_WORKER_DEVICE_ID"])
-    from services.settings import EvalSettings
+        claim_device(settings.gpu_lock_dir, named)
+    from gym_worker.tasks import worker_app
 
     in_flight = concurrency(settings, device, gpu)
     # The children's default host-memory limit shares the host among the children that run at once: an
     # evaluation's reference and candidate, and on a GPU, while a reference is timed in several processes, one
     # more reference child, and with KERNELGYM_PRECOMPILE its compiler child.
-    eval_settings = EvalSettings()
-    on_gpu = int(eval_settings.reference_processes > 1) + int(eval_settings.precompile)
+    on_gpu = int(evaluation.reference_processes > 1) + int(evaluation.precompile)
     per_evaluation = 2 + (on_gpu if device == "cuda" else 0)
-    os.environ.setdefault("KERNELGYM_CONCURRENT_CHILDREN", str(per_evaluation * in_flight))
+    app = worker_app(settings, evaluation.with_concurrent_children(per_evaluation * in_flight))
+    device_class = settings.device_class
     node = name or f"{device_class}{'' if gpu is None else f'-gpu{gpu}'}-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(
         [
@@ -137,7 +133,7 @@ def run_worker(device_class: str, gpu: int | None, name: str | None, loglevel: s
             f"--concurrency={in_flight}",
             f"--queues={','.join(Keys(settings.key_prefix).queues(device_class))}",
             f"--hostname={node}",
-            f"--loglevel={loglevel}",
+            f"--loglevel={settings.log_level}",
             "--without-gossip",
             "--without-mingle",
         ]

@@ -1,7 +1,7 @@
 """The evaluation task. It supervises the kernel through the evaluation core's child processes, so it
 always ends with an outcome, and it records that outcome exactly once in the job record.
 
-Start a worker with `kernelgym worker` (which runs Celery with this module as its app). Each prefork pool
+Start a worker with `kernelgym worker` (which runs the Celery app of `worker_app`). Each prefork pool
 process holds one `WorkerState` and runs one evaluation at a time; the worker's pool processes evaluate
 side by side and take turns in the device's timing slot (services.device_lock).
 """
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import redis
+from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import celeryd_init, worker_process_init, worker_process_shutdown
 
@@ -30,7 +31,6 @@ from gym_common.leases import CLAIM_SCRIPT, RELEASE_SCRIPT, lease_s
 from gym_common.queue import make_celery
 from gym_common.settings import ServiceSettings
 from gym_worker.health import DeviceHealth, probe
-from gym_worker.run import worker_device
 from gym_worker.store import RedisTimingStore, alive, persist
 from services import (
     Diagnostics,
@@ -49,8 +49,6 @@ from services import (
 
 log = logging.getLogger("kernelgym.worker")
 T = TypeVar("T")
-settings = ServiceSettings()
-app = make_celery(settings)
 node = ""  # this worker's Celery node name, set in the main process before it forks the pool
 
 
@@ -74,12 +72,13 @@ def precompile_figures(diagnostics: Diagnostics) -> dict[str, object]:
 class WorkerState:
     """What one worker process holds between tasks: its Redis client, warm evaluator and health."""
 
-    def __init__(self, service: ServiceSettings, eval_settings: EvalSettings):
+    def __init__(self, app: Celery, service: ServiceSettings, eval_settings: EvalSettings):
+        self.app = app
         self.s = service
         self.r = redis.Redis.from_url(service.redis_url, retry=sync_retry())
         self.keys = Keys(service.key_prefix)
         self.finish_script = self.r.register_script(FINISH_SCRIPT)
-        self.device = worker_device(service)
+        self.device = service.evaluation_device()
         self.name = f"{service.device_class}@{socket.gethostname()}:{os.getpid()}"
         device_id = service.worker_device_id or self.device
         lock = Path(service.gpu_lock_dir) / f"{device_id}.lock"
@@ -372,9 +371,9 @@ class WorkerState:
             self.consuming = wanted
             for queue in self.keys.queues(self.s.device_class):
                 if wanted:
-                    app.control.add_consumer(queue, destination=[node])
+                    self.app.control.add_consumer(queue, destination=[node])
                 else:
-                    app.control.cancel_consumer(queue, destination=[node])
+                    self.app.control.cancel_consumer(queue, destination=[node])
 
 
 _state: WorkerState | None = None
@@ -386,20 +385,28 @@ def _named(sender: str, **_: object) -> None:
     node = sender
 
 
-@worker_process_init.connect
-def _start(**_: object) -> None:
-    global _state
-    _state = WorkerState(settings, EvalSettings())
-
-
 @worker_process_shutdown.connect
 def _stop(**_: object) -> None:
     if _state is not None:
         _state.close()
 
 
-@app.task(name=TASK_NAME)
 def evaluate(job_id: str) -> None:
+    """The task: one delivery of a job, run by this pool process's state."""
     if _state is None:  # a pool without worker_process_init (not used by `kernelgym worker`)
         raise RuntimeError("worker state not initialised")
     _state.run(job_id)
+
+
+def worker_app(service: ServiceSettings, eval_settings: EvalSettings) -> Celery:
+    """The Celery app of `kernelgym worker`, with the settings its main process loaded: each pool process, forked
+    from that process, builds its WorkerState from them when it starts, and reads no environment."""
+    app = make_celery(service)
+    app.task(name=TASK_NAME)(evaluate)
+
+    def start(**_: object) -> None:
+        global _state
+        _state = WorkerState(app, service, eval_settings)
+
+    worker_process_init.connect(start, weak=False)
+    return app

@@ -96,9 +96,11 @@ def _service_command(args: argparse.Namespace, settings: ServiceSettings) -> int
             return 2
         return 0
     if args.command == "worker":
+        from gym_common.settings import load_settings
         from gym_worker.run import run_worker
+        from services.settings import EvalSettings
 
-        run_worker(args.device_class or settings.device_class, args.gpu, args.name, settings.log_level)
+        run_worker(settings, load_settings(EvalSettings), args.gpu, args.name)
         return 0
     return healthcheck(args, settings)
 
@@ -117,10 +119,12 @@ def main(argv: list[str] | None = None) -> int:
             return core_main(["demo", *(["--device", args.device] if args.device else [])])
         return service_demo(args.device)
     if args.command in ("serve", "worker", "healthcheck"):
-        from gym_common.settings import ConfigurationError, load_settings
+        from gym_common.settings import ConfigurationError, ServiceSettings, load_settings
 
+        # --device-class stands for KERNELGYM_DEVICE_CLASS, validated with the rest.
+        device_class = args.device_class if args.command == "worker" else None
         try:
-            return _service_command(args, load_settings())
+            return _service_command(args, load_settings(ServiceSettings, device_class=device_class))
         except ConfigurationError as exc:  # one line saying what is expected, not a traceback
             print(f"kernelgym {args.command}: {exc}", file=sys.stderr)
             return 2

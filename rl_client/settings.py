@@ -29,15 +29,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from gym_common.settings import ConfigurationError
+
 if TYPE_CHECKING:  # imported lazily: every Ray worker of an OpenRLHF job imports this module
     from rl_client.algorithms.rewards import RewardSpec
 
 SETTINGS_ENV = "KERNELGYM_RL_TRAINER"
 CHATML_TURN = "<|im_end|>\n<|im_start|>user\n{feedback}<|im_end|>\n<|im_start|>assistant\n"
-
-
-class ConfigurationError(ValueError):
-    """A KERNELGYM_* variable of the RL client is unusable; the message is one line naming it."""
 
 
 class TurnFiltering(BaseModel):

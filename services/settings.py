@@ -278,3 +278,13 @@ class EvalSettings(BaseSettings):
         "evaluation, more when a reference is timed in several processes) stop waiting for them.",
     )
     feedback_max_chars: int = Field(4000, ge=200)
+
+    def with_concurrent_children(self, concurrent_children: int) -> EvalSettings:
+        """These settings on a host where `concurrent_children` run at once (what a worker counts from its
+        evaluations in flight), unless the environment set that number; the default memory limit follows it."""
+        if "concurrent_children" in self.model_fields_set:
+            return self
+        update: dict[str, object] = {"concurrent_children": concurrent_children}
+        if "memory_limit_mb" not in self.model_fields_set:
+            update["memory_limit_mb"] = default_memory_limit_mb(concurrent_children)
+        return self.model_copy(update=update)
