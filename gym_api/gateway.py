@@ -8,13 +8,12 @@ import time
 from dataclasses import dataclass
 
 import redis.asyncio as aioredis
-from fastapi import HTTPException, status
 from starlette.concurrency import run_in_threadpool
 
-from gym_api.guard import RETRY
+from gym_api.errors import RETRY_AFTER_S, GatewayError, NotFound, Throttled, Unavailable, Unprocessable
 from gym_api.metrics import Metrics
 from gym_api.models import EvaluateBody, Evaluation
-from gym_api.store import JobStore, QuotaExceeded, Tracked, Waiters
+from gym_api.store import JobStore, Tracked, Waiters
 from gym_api.sweeper import Sweeper
 from gym_common.connections import async_retry
 from gym_common.jobs import TASK_NAME, JobRecord, JobStatus, Keys, Submission
@@ -28,16 +27,6 @@ log = logging.getLogger("kernelgym.gateway")
 ERRORS_LISTED = 10
 # How often a submission for a class without a known worker may trigger a new look at the heartbeats.
 CLASS_RESCAN_S = 2.0
-
-
-class ItemError(Exception):
-    """One item of a submission is unusable: an HTTP status and a message that does not echo the input."""
-
-    def __init__(self, status_code: int, message: str, headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status_code = status_code
-        self.message = message
-        self.headers = headers
 
 
 @dataclass(frozen=True)
@@ -80,9 +69,9 @@ class Gateway:
 
     # -- problems and device classes --------------------------------------------------------------------
     def problem(self, problem_id: str) -> Problem:
-        """A problem of the set; 404 for any other id (the set's location on the server is not revealed)."""
+        """A problem of the set; NotFound for any other id (the set's location on the server is not revealed)."""
         if problem_id not in self.problem_ids:
-            raise ItemError(status.HTTP_404_NOT_FOUND, f"unknown problem id {_short(problem_id)} (GET /problems)")
+            raise NotFound(f"unknown problem id {_short(problem_id)} (GET /problems)")
         if problem_id not in self._problems:
             self._problems[problem_id] = self.problems.load(problem_id)
         return self._problems[problem_id]
@@ -104,8 +93,7 @@ class Gateway:
         if device_class in self.always_accepted() or device_class in await self.served_classes(rescan=True):
             return
         live = sorted({w.get("device_class", "") for w in self.metrics.cluster.snapshot.get("workers", [])} - {""})
-        raise ItemError(
-            status.HTTP_422_UNPROCESSABLE_CONTENT,
+        raise Unprocessable(
             f"no worker serves device class {device_class!r}; live classes: {', '.join(live) or 'none'}"
             " (the operator lists classes accepted without a live worker in KERNELGYM_DEVICE_CLASSES)",
         )
@@ -119,7 +107,7 @@ class Gateway:
         try:
             check_reference_source(body.reference or "", "reference")
         except ProblemError as exc:
-            raise ItemError(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
+            raise Unprocessable(str(exc)) from None
         return "reference", body.reference or ""
 
     async def check_paused(self, owner: str) -> None:
@@ -127,11 +115,10 @@ class Gateway:
         (gym_common.failed_references)."""
         left = await self.r.ttl(self.keys.reference_pause(owner))
         if left > 0:
-            raise ItemError(
-                status.HTTP_429_TOO_MANY_REQUESTS,
+            raise Throttled(
                 f"this API key's inline references failed too often; it may send one again in {left} s "
                 "(the problems of GET /problems are not paused)",
-                {"Retry-After": str(left)},
+                left,
             )
 
     async def check_reference(self, owner: str, device_class: str, reference: str) -> None:
@@ -140,8 +127,7 @@ class Gateway:
         async with self.r.pipeline(transaction=False) as pipe:
             reason, left = await pipe.get(mark).ttl(mark).execute()
         if reason is not None:
-            raise ItemError(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
+            raise Unprocessable(
                 f"this reference failed on {device_class} ({reason.decode(errors='replace')}); it is refused for "
                 f"{max(1, left)} s more: fix it and send the fixed source",
             )
@@ -150,8 +136,7 @@ class Gateway:
         device_class = body.device_class or self.s.default_device_class
         device = "cpu" if device_class == "cpu" else "cuda"
         if body.options.device not in (None, device):
-            raise ItemError(
-                status.HTTP_422_UNPROCESSABLE_CONTENT,
+            raise Unprocessable(
                 f"options.device {body.options.device!r} does not match device_class {device_class!r}",
             )
         await self.check_device_class(device_class)
@@ -183,23 +168,23 @@ class Gateway:
         return Planned(body, job)
 
     async def plan_all(self, bodies: list[EvaluateBody], owner: str, indexed: bool) -> list[Planned]:
-        """Every item checked before anything is admitted; one answer names every unusable item (by index when
-        `indexed`), with the status of the first."""
+        """Every item checked before anything is admitted; one refusal names every unusable item (by index when
+        `indexed`), of the kind of the first."""
         planned, errors = [], []
         for i, body in enumerate(bodies):
             try:
                 planned.append(await self.plan(body, owner))
-            except ItemError as exc:
+            except GatewayError as exc:
                 errors.append((i, exc))
         if not errors:
             return planned
         first = errors[0][1]
         if not indexed:
-            raise HTTPException(first.status_code, first.message, first.headers)
-        listed = [f"items[{i}]: {exc.message}" for i, exc in errors[:ERRORS_LISTED]]
+            raise first
+        listed = [f"items[{i}]: {exc.detail}" for i, exc in errors[:ERRORS_LISTED]]
         if len(errors) > ERRORS_LISTED:
             listed.append(f"and {len(errors) - ERRORS_LISTED} more")
-        raise HTTPException(first.status_code, "nothing was submitted; " + "; ".join(listed), first.headers)
+        raise first.restated("nothing was submitted; " + "; ".join(listed))
 
     # -- admission --------------------------------------------------------------------------------------
     async def submit(self, bodies: list[EvaluateBody], owner: str, indexed: bool = True) -> list[Tracked]:
@@ -219,24 +204,20 @@ class Gateway:
             plan.append((p.job, True))
             new_jobs[p.job.cache_key] = p.job
         fresh = {job.id: job for job, new in plan if new}
-        limit = self.s.max_queued_per_key
-        try:
-            tracked = await self.store.admit(owner, plan, limit)
-            lost = [i for i, t in enumerate(tracked) if t is None]
-            if lost:  # their shared job was cancelled or failed in between: give them their own (the request
-                # was admitted within the limit as it stood; refusing them now would break all-or-nothing)
-                again = [(planned[i].job, True) for i in lost]
-                for i, t in zip(lost, await self.store.admit(owner, again, None), strict=True):
-                    tracked[i] = t
-                fresh.update((planned[i].job.id, planned[i].job) for i in lost)
-        except QuotaExceeded as exc:
-            raise HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, str(exc)) from None
+        tracked = await self.store.admit(owner, plan, self.s.max_queued_per_key)
+        lost = [i for i, t in enumerate(tracked) if t is None]
+        if lost:  # their shared job was cancelled or failed in between: give them their own (the request
+            # was admitted within the limit as it stood; refusing them now would break all-or-nothing)
+            again = [(planned[i].job, True) for i in lost]
+            for i, t in zip(lost, await self.store.admit(owner, again, None), strict=True):
+                tracked[i] = t
+            fresh.update((planned[i].job.id, planned[i].job) for i in lost)
         admitted = [t for t in tracked if t is not None]
         await self.enqueue(list(fresh.values()), admitted)
         return admitted
 
     async def enqueue(self, jobs: list[JobRecord], admitted: list[Tracked]) -> None:
-        """Send the new jobs' tasks; if any send fails, withdraw the whole request (503)."""
+        """Send the new jobs' tasks; if any send fails, withdraw the whole request (Unavailable)."""
         try:
             for job in jobs:
                 await self.send(job)
@@ -246,9 +227,7 @@ class Gateway:
                 await self.store.finish(job, JobStatus.FAILED, "could not enqueue")
             for t in admitted:
                 await self.store.withdraw(t)
-            raise HTTPException(
-                status.HTTP_503_SERVICE_UNAVAILABLE, "the queue is unavailable; nothing was submitted", RETRY
-            ) from None
+            raise Unavailable("the queue is unavailable; nothing was submitted", RETRY_AFTER_S) from None
         for job in jobs:
             log.info("evaluation queued", extra={"evaluation_id": job.id, "owner": job.owner, "problem": job.problem})
 

@@ -1,6 +1,6 @@
 """What every request passes before and after its route: JSON bodies only where a route takes one (415),
-validation errors that never echo large input (422), 413s that name the limit, and 503 with Retry-After while
-Redis is unreachable."""
+validation errors that never echo large input (422), 413s that name the limit, 503 with Retry-After while
+Redis is unreachable, and the one place the gateway's refusals (gym_api.errors) become status codes."""
 
 from __future__ import annotations
 
@@ -17,6 +17,17 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gym_api.errors import (
+    RETRY_AFTER_S,
+    GatewayError,
+    IdempotencyConflict,
+    NotFound,
+    Throttled,
+    Unauthenticated,
+    Unavailable,
+    Unprocessable,
+)
+
 log = logging.getLogger("kernelgym.gateway")
 
 # Redis errors that mean "not now" rather than a bug: the server is down, restarting, out of memory or a replica.
@@ -28,8 +39,16 @@ REDIS_UNAVAILABLE = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ClusterDownError,
 )
-# Long enough for Redis or the broker to come back after a restart.
-RETRY = {"Retry-After": "5"}
+RETRY = {"Retry-After": str(RETRY_AFTER_S)}
+# Each refusal's status code, found along its class's bases.
+STATUS: dict[type[GatewayError], int] = {
+    Unauthenticated: 401,
+    NotFound: 404,
+    IdempotencyConflict: 409,
+    Unprocessable: 422,
+    Throttled: 429,
+    Unavailable: 503,
+}
 # A validation error shows the offending value only when it is a scalar this short.
 ECHO_MAX_CHARS = 100
 ECHO_MAX_ERRORS = 20
@@ -122,6 +141,14 @@ def install(app: FastAPI, r: aioredis.Redis) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"detail": jsonable_encoder(compact(exc.errors()))}, status_code=422)
+
+    @app.exception_handler(GatewayError)
+    async def refused(request: Request, exc: GatewayError) -> JSONResponse:
+        code = next(STATUS[c] for c in type(exc).__mro__ if c in STATUS)
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(exc, Unauthenticated) else {}
+        if exc.retry_after_s is not None:
+            headers["Retry-After"] = str(exc.retry_after_s)
+        return JSONResponse({"detail": exc.detail}, status_code=code, headers=headers or None)
 
     async def redis_down(request: Request, exc: Exception) -> JSONResponse:
         log.warning("Redis unavailable: %s: %s", type(exc).__name__, exc)

@@ -4,14 +4,14 @@ queues and workers is read from Redis at scrape time, so every replica reports t
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
 from fastapi import Request, Response
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
 
 from gym_common.jobs import DURATION_BUCKETS, Keys
 
@@ -145,11 +145,20 @@ class ClusterCollector:
         )
 
 
+def routes(entries: Iterable[BaseRoute]) -> Iterator[BaseRoute]:
+    """The routes of an app's router, those of its included routers (included without a prefix) among them:
+    FastAPI keeps an included router as one entry, which matches a request without naming its route."""
+    for entry in entries:
+        included = getattr(entry, "original_router", None)
+        yield from routes(included.routes) if included is not None else (entry,)
+
+
 def route_path(request: Request) -> str:
     """The route's path template; for a request refused before routing (413, 415), the route it was for."""
     route = request.scope.get("route")
     if route is None:
-        route = next((r for r in request.app.router.routes if r.matches(request.scope)[0] == Match.FULL), None)
+        found = (r for r in routes(request.app.router.routes) if r.matches(request.scope)[0] == Match.FULL)
+        route = next(found, None)
     return getattr(route, "path", "unmatched")
 
 

@@ -7,8 +7,9 @@ import hmac
 import time
 
 import redis.asyncio as aioredis
-from fastapi import HTTPException, Request, status
+from fastapi import Request
 
+from gym_api.errors import Throttled, Unauthenticated
 from gym_common.jobs import Keys
 from gym_common.settings import ServiceSettings
 
@@ -27,12 +28,10 @@ def owner_of(request: Request, settings: ServiceSettings) -> str:
         digest = hash_key(token.strip())
         if any(hmac.compare_digest(digest, known) for known in settings.api_key_hashes):
             return digest[:16]
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "unknown API key", {"WWW-Authenticate": "Bearer"})
+        raise Unauthenticated("unknown API key")
     if settings.dev_mode:
         return DEV_OWNER
-    raise HTTPException(
-        status.HTTP_401_UNAUTHORIZED, "send an API key as `Authorization: Bearer <key>`", {"WWW-Authenticate": "Bearer"}
-    )
+    raise Unauthenticated("send an API key as `Authorization: Bearer <key>`")
 
 
 async def enforce_rate(r: aioredis.Redis, keys: Keys, owner: str, limit: int) -> None:
@@ -44,8 +43,4 @@ async def enforce_rate(r: aioredis.Redis, keys: Keys, owner: str, limit: int) ->
     count, _ = await pipe.execute()
     if count > limit:
         retry = 60 - int(time.time()) % 60
-        raise HTTPException(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            f"rate limit of {limit} requests per minute reached for this API key",
-            {"Retry-After": str(retry)},
-        )
+        raise Throttled(f"rate limit of {limit} requests per minute reached for this API key", retry)

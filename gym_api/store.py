@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import redis.asyncio as aioredis
 from pydantic import BaseModel
 
+from gym_api.errors import IdempotencyConflict, QuotaExceeded
 from gym_common.jobs import FINAL, FINISH_SCRIPT, JobRecord, JobStatus, Keys, finish_call
 
 log = logging.getLogger("kernelgym.gateway")
@@ -113,17 +114,6 @@ def body_digest(body: BaseModel) -> str:
 IDEMPOTENCY_CLAIM_S = 60
 
 
-class QuotaExceeded(Exception):
-    """A request would take its API key past its limit of unfinished evaluations."""
-
-    def __init__(self, limit: int):
-        super().__init__(f"this API key may hold {limit} unfinished evaluations; this request would exceed that")
-
-
-class IdempotencyConflict(Exception):
-    """The key was used with another body, or its first request is still being admitted."""
-
-
 class JobStore:
     def __init__(self, r: aioredis.Redis, keys: Keys, job_ttl_s: int, cache_ttl_s: int):
         self.r = r
@@ -183,7 +173,9 @@ class JobStore:
                 try:
                     await pipe.watch(active)
                     if limit is not None and new_jobs and await pipe.zcard(active) + new_jobs > limit:
-                        raise QuotaExceeded(limit)
+                        raise QuotaExceeded(
+                            f"this API key may hold {limit} unfinished evaluations; this request would exceed that"
+                        )
                     pipe.multi()
                     positions = await self._attach_all(pipe, plan, subs)
                     replies = await pipe.execute()
