@@ -83,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from services.errors import EvaluationError
     from services.evaluator import Evaluator  # torch is imported only when needed
+    from services.settings import EvalSettings
 
     options = _options(args)
     status = 0
-    with Evaluator() as evaluator:
+    with Evaluator(EvalSettings()) as evaluator:  # this process's one read of the KERNELGYM_* variables
         for problem, source in jobs:
             try:
                 result = evaluator.evaluate(problem, source, options).result
