@@ -193,7 +193,7 @@ def load_settings(cls: type[S], **overrides: object) -> S:
         return cls(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         problems = []
-        # A default computed from another field is not computed when that field is bad: not a problem of its own.
+        # A default computed from other fields is not computed once any field is bad: not a problem of its own.
         for error in (e for e in exc.errors() if e["type"] != "default_factory_not_called"):
             variable = f"{prefix}{error['loc'][0]}".upper() if error["loc"] else f"{prefix}*"
             message = error["msg"].removeprefix("Value error, ")
