@@ -70,11 +70,11 @@ case $part in
     step hacks_2 280 "$py" bench/hack_corpus.py --device cuda --shard 2/2 --json "$out/hacks_2.json"
     ;;
 4)
-    step test_gpu 260 "$py" -m pytest -q -p no:cacheprovider tests/test_gpu.py
+    step test_gpu 260 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py
     step realworld_check 340 "$py" tests/realworld/check.py --device cuda --json "$out/realworld_check.json"
     ;;
 6)
-    step realworld_eval 200 "$py" -m pytest -q -p no:cacheprovider -m gpu tests/test_realworld.py
+    step realworld_eval 200 "$py" -m pytest -q -p no:cacheprovider -m gpu tests/services/test_realworld.py
     step demo_learn 370 "$py" -m rl_client.cli demo-learn --device cuda --steps 10 --json --out "$out/demo-learn"
     ;;
 5)

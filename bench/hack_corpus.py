@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "services")]
 
 import torch  # noqa: E402
 from test_hack_corpus import ISOLATED_ROWS, load_corpus, options_for, outcome_ok  # noqa: E402

@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # KernelGym gateway (gym_api): the package's base and `service` dependencies only. No torch, no Triton:
-# the gateway never imports them (tests/test_service_api.py checks this).
+# the gateway never imports them (tests/gym_api/test_service_api.py checks this).
 #
 #   docker build -f docker/gateway.Dockerfile -t kernelgym-gateway:0.1.0 .
 #

@@ -128,7 +128,7 @@ def _hide_devices() -> int:
     """Put the GPU out of this process's reach before any user code runs: where the child may (root, or a user
     namespace), /dev/null is bound over every NVIDIA device node in a private mount namespace; and the CUDA
     driver is initialised under the empty CUDA_VISIBLE_DEVICES this child was started with, so that changing the
-    variable later does not bring a GPU back (tests/test_gpu.py checks it). The devices the driver then sees (0
+    variable later does not bring a GPU back (tests/services/test_gpu.py checks it). The devices the driver then sees (0
     expected)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
         raise RuntimeError("a compiler child must be started with CUDA_VISIBLE_DEVICES empty")

@@ -1,7 +1,7 @@
 """The registry of static rules, keyed by finding code, and the finding a rule reports.
 
 A finding code is stable and machine-readable: the check it becomes is `static_<code>`
-(`services.schema.CheckName.static`), and `tests/test_check_names.py` keeps the two lists equal. The hard rules
+(`services.schema.CheckName.static`), and `tests/services/test_check_names.py` keeps the two lists equal. The hard rules
 reject without running; they are constructs a legitimate Triton kernel never needs.
 """
 

@@ -14,7 +14,7 @@ from conftest import WORKER_ENV
 
 from services.problems import BUNDLED_PROBLEMS, bundled_kernel
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "kernelbench_step.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "kernelbench_step.py"
 
 
 def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tmp_path):

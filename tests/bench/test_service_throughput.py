@@ -13,7 +13,7 @@ from pathlib import Path
 
 from conftest import WORKER_ENV
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench" / "service_throughput.py"
 
 

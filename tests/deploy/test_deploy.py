@@ -24,7 +24,7 @@ from gym_common.settings import ServiceSettings
 from rl_client.settings import RLSettings
 from services.settings import EvalSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKER = ROOT / "docker"
 K8S = ROOT / "k8s"

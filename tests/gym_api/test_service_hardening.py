@@ -26,7 +26,7 @@ from gym_client import KernelGymClient, KernelGymError
 from kernelgym.stack import LocalStack, free_port
 
 RELU = "level1/1_ReLU"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def queued_body(**extra: object) -> dict:

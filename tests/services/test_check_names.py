@@ -12,7 +12,7 @@ import pytest
 from services.schema import Check, CheckName
 from services.static import RULES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STATIC = {name for name in CheckName if name.startswith("static_")}
 
 

@@ -15,7 +15,7 @@ import pytest
 from services.sandbox import AS_HEADROOM_MB, child_limits
 from services.settings import EvalSettings, host_memory_mb
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RELU = "level1/1_ReLU"
 
 

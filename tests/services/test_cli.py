@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ROOT / "services" / "bundled" / "problems"
 RELU_PROBLEM = PROBLEMS / "level1" / "1_ReLU.py"
 RELU_KERNEL = ROOT / "services" / "bundled" / "kernels" / "level1" / "1_ReLU.py"

@@ -216,7 +216,7 @@ def test_os_removedirs_inside_the_private_directory_records_nothing(tmp_path):
 
 
 class _Graph:
-    """Stands in for torch.cuda.CUDAGraph, whose capture needs a GPU (tests/test_gpu.py runs the real one)."""
+    """Stands in for torch.cuda.CUDAGraph, whose capture needs a GPU (tests/services/test_gpu.py runs the real one)."""
 
     def capture_begin(self) -> None:
         pass

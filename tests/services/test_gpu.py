@@ -506,7 +506,7 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
     from services.parent.link import SMALL_BUFFER_BYTES
     from services.protocol.tensors import share_cuda
 
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
     errors = tmp_path / "consumer.err"
     with errors.open("w") as err:

@@ -34,7 +34,7 @@ import torch
 
 from services.schema import CheckName, EvalOptions, EvalResult, Verdict
 
-CORPUS_DIR = Path(__file__).resolve().parent / "corpus"
+CORPUS_DIR = Path(__file__).resolve().parents[1] / "corpus"
 EXPECTS = ("passed", "rejected", "incorrect", "not_passed")
 DEVICES = ("cpu", "cuda")
 ISOLATED_ROWS = {"C4"}  # hangs, fork bombs and huge allocations get their own short-timeout evaluator

@@ -186,7 +186,7 @@ def test_neutralised_launches_compile_and_are_counted_but_never_run(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         timeout=120,
         check=True,
     )

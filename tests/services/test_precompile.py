@@ -141,7 +141,7 @@ def test_the_pass_compiles_the_entries_a_launch_on_real_tensors_looks_up(pool, p
     (tmp_path / "cand.py").write_text(bundled_source(problem_id))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(cache), CUDA_VISIBLE_DEVICES="")
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     done = subprocess.run(
         [sys.executable, "-c", PARITY, root, str(tmp_path / "ref.py"), str(tmp_path / "cand.py")],
         cwd=tmp_path,

@@ -186,7 +186,7 @@ def test_the_determinism_check_stands_down_where_the_reference_varies_itself(eva
     assert "deterministic" in result.feedback
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CALIBRATION_PROBLEMS = ProblemSet(ROOT / "bench" / "problems" / "calibration")
 CALIBRATION_KERNELS = ROOT / "bench" / "kernels" / "calibration"
 KERNELBENCH = ROOT / ".kb" / "KernelBench"  # fetched, never committed

@@ -12,7 +12,7 @@ import pytest
 
 from services.static import HARD_CODES, Finding, triage
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = sorted((ROOT / "services" / "bundled" / "kernels").glob("level[12]/*.py"))
 
 PREAMBLE = """\
