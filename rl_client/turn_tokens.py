@@ -42,6 +42,20 @@ def turn_ids(action_mask: torch.Tensor, num_turns: torch.Tensor) -> torch.Tensor
     return ids
 
 
+def turn_rewards(token_rewards: torch.Tensor, action_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """([N, K] rewards, [N] turn counts) from rewards placed on tokens (verl's layout): turn t of a row collects
+    every reward from the start of its answer span to the start of the next one, so a reward on the feedback after
+    an answer, or on the last token of the sequence, belongs to the last answer before it. NaN stays NaN."""
+    spans = turn_spans(action_mask)
+    counts = torch.tensor([len(runs) for runs in spans], dtype=torch.long)
+    out = torch.zeros(len(spans), max(1, int(counts.max()) if len(spans) else 1), dtype=torch.float64)
+    for i, runs in enumerate(spans):
+        starts = [a for a, _ in runs] + [token_rewards.shape[1]]
+        for t in range(len(runs)):
+            out[i, t] = token_rewards[i, starts[t] : starts[t + 1]].double().sum()
+    return out, counts
+
+
 def spread(per_turn: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """[N, S]: each token takes its turn's value from `per_turn` [N, K]; tokens outside answers get 0 (False)."""
     padded = torch.cat([per_turn, torch.zeros_like(per_turn[:, :1])], dim=1)

@@ -1,11 +1,13 @@
 """A turn the service failed to judge is never trained on as a reward of 0: the OpenRLHF reward server answers 503
 (OpenRLHF's client tries again), the OpenRLHF agent scores it again and then marks it, and TRLOO leaves the marked
 trajectory out of the loss and the baselines. The faults are real: a device class no worker serves, a deadline
-that passes while the evaluation waits in the live service's queue."""
+that passes while the evaluation waits in the live service's queue. verl's reward function raises (or, for the
+`kernelgym_trloo` estimator, returns NaN) and its interaction ends the episode with no turn score."""
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from types import SimpleNamespace
 
@@ -110,3 +112,33 @@ def test_trloo_leaves_a_faulted_trajectory_out_of_the_loss_and_the_baselines(mon
     # The faulted sample is no baseline: each judged one is measured against the other judged one alone.
     assert [experience.advantages[i, spans[i][0][0]].item() for i in (0, 1)] == [1.0, -1.0]
     assert experience.info["trloo/service_fault_turns"].tolist() == [0.0, 0.0, 1.0]
+
+
+@pytest.fixture
+def verl_unserved(stack, monkeypatch):
+    """verl's reward function and interaction, on a service that holds their evaluations past a 1 s deadline."""
+    pytest.importorskip("verl.interactions.base", reason="the frameworks extra (make test installs it)")
+    monkeypatch.setenv("KERNELGYM_URL", stack.base_url)
+    monkeypatch.setenv("KERNELGYM_RL_DEVICE_CLASS", "h100")
+    monkeypatch.setenv("KERNELGYM_RL_TIMEOUT_S", "1")
+    monkeypatch.setenv("KERNELGYM_RL_FAULT_RETRIES", "0")
+    return monkeypatch
+
+
+def test_verl_raises_or_marks_a_fault_never_scores_it_zero(verl_unserved):
+    from rl_client.adapters import verl
+    from rl_client.adapters.common import ServiceFaultError
+
+    with pytest.raises(ServiceFaultError, match="compute_score_or_nan"):
+        verl.compute_score("kernelgym", ANSWER, RELU)
+    marked = verl.compute_score_or_nan("kernelgym", ANSWER, RELU)
+    assert math.isnan(marked["score"]) and marked["service_fault"] == 1.0
+    interaction = verl.KernelGymInteraction({"max_turns": 3})
+    episode = asyncio.run(interaction.start_interaction(ground_truth=RELU))
+    done, text, reward, metrics = asyncio.run(
+        interaction.generate_response(episode, [{"role": "assistant", "content": ANSWER}])
+    )
+    # the episode ends with no turn score (verl's agent loop leaves None out of turn_scores)
+    assert done and reward is None and metrics["service_fault"] == 1.0 and "did not finish" in text
+    with pytest.raises(ServiceFaultError):
+        asyncio.run(interaction.calculate_score(episode))

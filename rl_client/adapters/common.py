@@ -4,13 +4,39 @@
 from __future__ import annotations
 
 import json
+import logging
+import time
 from typing import Any
 
-from rl_client.scoring import ScoreJob, TurnOutcome
+from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
+
+log = logging.getLogger(__name__)
 
 
 class LabelError(ValueError):
     """A label names neither a problem nor a reference."""
+
+
+class ServiceFaultError(RuntimeError):
+    """The service failed to judge an answer (refused, unreachable, past the deadline), and the framework has no
+    way to leave the sample out: training on it as a 0 would teach the policy an outage."""
+
+
+def score_judged(scorer: ServiceScorer, jobs: list[ScoreJob], retries: int, backoff_s: float) -> list[TurnOutcome]:
+    """`scorer.score(jobs)`, scoring again the answers the service failed to judge, up to `retries` times with a
+    wait of `backoff_s` doubled each time; answers still unjudged keep their `service_fault` outcome."""
+    outcomes = scorer.score(jobs)
+    for attempt in range(retries):
+        faulted = [i for i, o in enumerate(outcomes) if o.service_fault]
+        if not faulted:
+            break
+        log.warning(
+            "the service failed to judge %d answer(s) (%s); scoring again", len(faulted), outcomes[faulted[0]].feedback
+        )
+        time.sleep(backoff_s * 2**attempt)
+        for i, outcome in zip(faulted, scorer.score([jobs[i] for i in faulted]), strict=True):
+            outcomes[i] = outcome
+    return outcomes
 
 
 def job_from_label(label: Any, answer: str) -> ScoreJob:

@@ -7,20 +7,34 @@ loop and tool agent loop). In the trainer config:
 with `KERNELGYM_URL` (and `KERNELGYM_API_KEY`) in the workers' environment. `ground_truth` is the row's label:
 a problem id, a reference source, or JSON with `problem_id` or `reference`. The score is a dict whose `score`
 is the reward and whose other numeric entries verl logs as metrics.
+
+A service fault (an answer the service failed to judge) is scored again `KERNELGYM_RL_FAULT_RETRIES` times; if it
+persists, `compute_score` raises `ServiceFaultError`: verl's reward function must return a number, which verl puts
+on the sample's last token, so it has no way to leave a sample out. `compute_score_or_nan` returns NaN instead, for
+use with this module's advantage estimator `kernelgym_trloo`, which takes a trajectory with a NaN reward out of the
+loss and the baselines (verl's own estimators would spread the NaN). The interaction ends an episode whose turn was
+not judged, with no turn score (verl's agent loop leaves a `None` score out of `turn_scores`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import uuid
 from collections import OrderedDict
 from typing import Any
 
-from rl_client.adapters.common import job_from_label, outcome_metrics
+import torch
+
+from rl_client.adapters.common import ServiceFaultError, job_from_label, outcome_metrics, score_judged
+from rl_client.algorithms import judged_mask
 from rl_client.prompts import next_turn
-from rl_client.scoring import ServiceScorer
+from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
 from rl_client.settings import RLSettings
+from rl_client.turn_tokens import token_advantages, turn_rewards
+
+TRLOO_ESTIMATOR = "kernelgym_trloo"
 
 _lock = threading.Lock()
 _scorers: dict[RLSettings, ServiceScorer] = {}
@@ -35,11 +49,35 @@ def _scorer() -> ServiceScorer:
         return _scorers[config]
 
 
+def _judged(jobs: list[ScoreJob]) -> list[TurnOutcome]:
+    config = RLSettings.from_env()
+    return score_judged(_scorer(), jobs, config.fault_retries, config.fault_backoff_s)
+
+
+def _score(outcome: TurnOutcome, fault_as_nan: bool) -> dict[str, Any]:
+    if outcome.service_fault and not fault_as_nan:
+        raise ServiceFaultError(
+            f"the service failed to judge an answer ({outcome.feedback}); verl's reward function cannot leave a "
+            f"sample out: use compute_score_or_nan with algorithm.adv_estimator={TRLOO_ESTIMATOR}"
+        )
+    metrics = outcome_metrics(outcome)
+    if outcome.service_fault:
+        metrics["score"] = math.nan
+    return metrics
+
+
 def compute_score(
     data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None, **_: Any
 ) -> dict[str, Any]:
-    [outcome] = _scorer().score([job_from_label(ground_truth, solution_str)])
-    return outcome_metrics(outcome)
+    """The reward of one answer; raises `ServiceFaultError` where the service failed to judge it."""
+    return _score(_judged([job_from_label(ground_truth, solution_str)])[0], fault_as_nan=False)
+
+
+def compute_score_or_nan(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: dict[str, Any] | None = None, **_: Any
+) -> dict[str, Any]:
+    """`compute_score`, with a NaN score where the service failed to judge the answer (for `kernelgym_trloo`)."""
+    return _score(_judged([job_from_label(ground_truth, solution_str)])[0], fault_as_nan=True)
 
 
 def compute_score_batch(
@@ -49,9 +87,47 @@ def compute_score_batch(
     extra_infos: list[dict[str, Any] | None] | None = None,
     **_: Any,
 ) -> list[dict[str, Any]]:
-    """For verl's batch reward manager: the whole batch is evaluated concurrently."""
+    """For verl's batch reward manager: the whole batch is evaluated concurrently (faults as in `compute_score`)."""
     jobs = [job_from_label(gt, sol) for gt, sol in zip(ground_truths, solution_strs, strict=True)]
-    return [outcome_metrics(o) for o in _scorer().score(jobs)]
+    return [_score(o, fault_as_nan=False) for o in _judged(jobs)]
+
+
+def trloo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any,
+    config: Any = None,
+    **_: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl advantage estimator `kernelgym_trloo` (register with `register_estimators`): turn-level TRLOO on
+    verl's batch. A trajectory's turns are the runs of its response mask (the interaction's feedback is masked
+    out); a turn's reward is the sum of the token rewards from its first token to the next turn's (verl's reward
+    loop puts the score on the last token, so it counts at the last turn); the group is `index` (verl's `uid`).
+    Failed turns after a passed one leave the loss and the baselines; a trajectory with a NaN reward (a service
+    fault, `compute_score_or_nan`) gets advantage 0 and leaves every baseline. Returns (advantages, returns)."""
+    rewards, num_turns = turn_rewards(token_level_rewards, response_mask)
+    fault = torch.isnan(rewards)
+    gamma = float(getattr(config, "gamma", 1.0)) if config is not None else 1.0
+    out = token_advantages(
+        response_mask,
+        torch.nan_to_num(rewards, nan=0.0),
+        num_turns,
+        list(index),
+        gamma,
+        judged=judged_mask(fault),
+    )
+    dtype = token_level_rewards.dtype
+    return out.advantages.to(dtype) * response_mask, out.returns.to(dtype) * response_mask
+
+
+def register_estimators() -> None:
+    """Register `kernelgym_trloo` in verl's advantage-estimator registry (`algorithm.adv_estimator=kernelgym_trloo`).
+    verl computes advantages in its TaskRunner actor, so call this there: pass
+    `+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook=rl_client.adapters.verl.register_estimators`."""
+    from verl.trainer.ppo import core_algos
+
+    if core_algos.ADV_ESTIMATOR_REGISTRY.get(TRLOO_ESTIMATOR) is not trloo_advantage:
+        core_algos.register_adv_est(TRLOO_ESTIMATOR)(trloo_advantage)
 
 
 try:  # verl installs whole only with its GPU stack; the interaction keeps its interface without it
@@ -99,17 +175,19 @@ class KernelGymInteraction(_InteractionBase):
 
     async def generate_response(
         self, instance_id: str, messages: list[dict[str, Any]], **_: Any
-    ) -> tuple[bool, str, float, dict[str, Any]]:
+    ) -> tuple[bool, str, float | None, dict[str, Any]]:
         state = self._instances.get(instance_id)
         if state is None:
             raise KeyError(f"no interaction {instance_id!r}: not started, already ended, or evicted")
         answer = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "assistant"), "")
-        [outcome] = await asyncio.to_thread(_scorer().score, [job_from_label(state["label"], str(answer))])
+        [outcome] = await asyncio.to_thread(_judged, [job_from_label(state["label"], str(answer))])
         state["turns"] += 1
-        self._remember(self._last_rewards, instance_id, outcome.reward.reward, self.max_instances)
-        done = state["turns"] >= self.max_turns
+        done = state["turns"] >= self.max_turns or outcome.service_fault
         if done:
             del self._instances[instance_id]
+        if outcome.service_fault:  # no score: verl leaves a None out of turn_scores; no feedback to go on with
+            return True, outcome.feedback, None, outcome_metrics(outcome)
+        self._remember(self._last_rewards, instance_id, outcome.reward.reward, self.max_instances)
         return (
             done,
             next_turn(outcome.feedback, self.feedback_chars),
@@ -118,8 +196,11 @@ class KernelGymInteraction(_InteractionBase):
         )
 
     async def calculate_score(self, instance_id: str, **_: Any) -> float:
-        """The last turn's reward (each turn's reward was already returned by generate_response)."""
-        return self._last_rewards.get(instance_id, 0.0)
+        """The last judged turn's reward (each turn's reward was already returned by generate_response); raises
+        `ServiceFaultError` where no turn was judged."""
+        if instance_id not in self._last_rewards:
+            raise ServiceFaultError(f"no judged turn in interaction {instance_id!r}")
+        return self._last_rewards[instance_id]
 
     async def finalize_interaction(self, instance_id: str, **_: Any) -> None:
         self._instances.pop(instance_id, None)

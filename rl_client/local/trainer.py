@@ -23,7 +23,7 @@ from rl_client.config import TrainConfig
 from rl_client.data import Problem
 from rl_client.local.policy import LocalPolicy, Sample
 from rl_client.metrics import fast_p
-from rl_client.rollout import Episode, run_episodes
+from rl_client.rollout import Episode, Stop, run_episodes, stop_when_fast
 from rl_client.scoring import ServiceScorer
 
 
@@ -36,10 +36,12 @@ def make_optimizer(cfg: TrainConfig, params: Any) -> torch.optim.Optimizer:
 
 @dataclass
 class Batch:
-    """The rollout of one step, as tensors: [B, T] per turn, samples[t][i] the tokens of episode i, turn t."""
+    """The rollout of one step, as tensors: [B, T] per turn, samples[t][i] the tokens of episode i, turn t (None
+    where the episode had stopped before turn t: `taken` is false there, and so is every other flag)."""
 
     episodes: list[Episode]
-    samples: list[list[Sample]]
+    samples: list[list[Sample | None]]
+    taken: torch.Tensor
     rewards: torch.Tensor
     correct: torch.Tensor
     coverage: torch.Tensor
@@ -68,6 +70,8 @@ class LocalTrainer:
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.mrs_kept = 1.0  # share of trajectories the last step's MRS kept
         self.last_batch: Batch | None = None  # the last step's rollout
+        # when an episode ends early (cfg.stop_speedup: once a turn is Fast@p); None: every episode plays max_turns
+        self.stop: Stop | None = stop_when_fast(cfg.stop_speedup) if cfg.stop_speedup is not None else None
 
     def rollout(self, problems: list[Problem]) -> tuple[Batch, dict[str, float]]:
         samples: list[list[Sample]] = []
@@ -89,21 +93,34 @@ class LocalTrainer:
             self.scorer,
             self.cfg.max_turns,
             self.cfg.feedback_chars,
+            self.stop,
         )
         total_s = time.monotonic() - t0
+        turns = len(samples)
+        # generate saw, at turn t, the episodes still live then, in order: put each sample back at its episode
+        aligned: list[list[Sample | None]] = []
+        for t, turn_samples in enumerate(samples):
+            row: list[Sample | None] = [None] * len(episodes)
+            for i, s in zip([i for i, ep in enumerate(episodes) if len(ep.turns) > t], turn_samples, strict=True):
+                row[i] = s
+            aligned.append(row)
 
-        def per_turn(fn: Any, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-            return torch.tensor([[fn(turn.outcome) for turn in ep.turns] for ep in episodes], dtype=dtype)
+        def per_turn(fn: Any, dtype: torch.dtype = torch.float64, pad: Any = 0) -> torch.Tensor:
+            return torch.tensor(
+                [[fn(ep.turns[t].outcome) if t < len(ep.turns) else pad for t in range(turns)] for ep in episodes],
+                dtype=dtype,
+            )
 
         batch = Batch(
             episodes=episodes,
-            samples=samples,
+            samples=aligned,
+            taken=torch.tensor([[t < len(ep.turns) for t in range(turns)] for ep in episodes], dtype=torch.bool),
             rewards=per_turn(lambda o: o.reward.reward),
-            correct=per_turn(lambda o: o.correct, torch.bool),
-            coverage=per_turn(lambda o: math.nan if o.coverage is None else o.coverage),
-            speedup=per_turn(lambda o: math.nan if o.speedup is None else o.speedup),
-            rejected=per_turn(lambda o: o.verdict == "rejected", torch.bool),
-            service_fault=per_turn(lambda o: o.service_fault, torch.bool),
+            correct=per_turn(lambda o: o.correct, torch.bool, False),
+            coverage=per_turn(lambda o: math.nan if o.coverage is None else o.coverage, pad=math.nan),
+            speedup=per_turn(lambda o: math.nan if o.speedup is None else o.speedup, pad=math.nan),
+            rejected=per_turn(lambda o: o.verdict == "rejected", torch.bool, False),
+            service_fault=per_turn(lambda o: o.service_fault, torch.bool, False),
         )
         return batch, {"time/generate_s": gen_s, "time/score_s": total_s - gen_s}
 
@@ -111,7 +128,7 @@ class LocalTrainer:
         cfg = self.cfg
         batch, metrics = self.rollout(problems)
         self.last_batch = batch
-        exists = judged_mask(batch.service_fault)
+        exists = judged_mask(batch.service_fault) & batch.taken
         base = failure_after_success_mask(batch.rewards, exists) if cfg.failure_mask else exists
         groups = [ep.group for ep in batch.episodes]
         estimator = trloo_advantages if cfg.advantage == "trloo" else grpo_advantages
@@ -128,14 +145,26 @@ class LocalTrainer:
 
     @torch.no_grad()
     def _old_logprobs_and_mrs(self, batch: Batch) -> tuple[list[list[torch.Tensor]], list[list[torch.Tensor]]]:
-        """π_old per turn (recomputed by the training forward) and, with MRS, which tokens survive it."""
+        """π_old per turn (recomputed by the training forward) and, with MRS, which tokens survive it; a turn not
+        taken has empty tensors."""
         self.policy.model.eval()
-        old = [[self.policy.token_logprobs(s).cpu() for s in turn] for turn in batch.samples]
-        keep = [[torch.ones(len(s.response_ids), dtype=torch.bool) for s in turn] for turn in batch.samples]
+        empty = torch.zeros(0)
+        old = [
+            [self.policy.token_logprobs(s).cpu() if s is not None else empty for s in turn] for turn in batch.samples
+        ]
+        keep = [
+            [torch.ones(len(s.response_ids) if s is not None else 0, dtype=torch.bool) for s in turn]
+            for turn in batch.samples
+        ]
         if not self.cfg.mrs:
             return old, keep
         turns, n = len(batch.samples), len(batch.episodes)
-        lengths = [sum(len(batch.samples[t][i].response_ids) for t in range(turns)) for i in range(n)]
+
+        def length(t: int, i: int) -> int:
+            s = batch.samples[t][i]
+            return len(s.response_ids) if s is not None else 0
+
+        lengths = [sum(length(t, i) for t in range(turns)) for i in range(n)]
         width = max(lengths, default=0)
         train = torch.zeros(n, width, dtype=torch.float64)
         rollout = torch.zeros(n, width, dtype=torch.float64)
@@ -143,16 +172,19 @@ class LocalTrainer:
         for i in range(n):
             pos = 0
             for t in range(turns):
-                k = len(batch.samples[t][i].response_ids)
+                sample = batch.samples[t][i]
+                if sample is None:
+                    continue
+                k = len(sample.response_ids)
                 train[i, pos : pos + k] = old[t][i].double()
-                rollout[i, pos : pos + k] = batch.samples[t][i].rollout_logprobs.double()
+                rollout[i, pos : pos + k] = sample.rollout_logprobs.double()
                 turn_ids[i, pos : pos + k] = t
                 pos += k
         result = mismatch_rejection(train, rollout, turn_ids, self.cfg.mrs_low, self.cfg.mrs_high, self.cfg.token_veto)
         for i in range(n):
             pos = 0
             for t in range(turns):
-                k = len(batch.samples[t][i].response_ids)
+                k = length(t, i)
                 keep[t][i] = result.keep_tokens[i, pos : pos + k].clone()
                 pos += k
         self.mrs_kept = result.kept.double().mean().item()
@@ -197,7 +229,7 @@ class LocalTrainer:
     ) -> dict[str, float]:
         """Rates over the turns the service judged; `rejected/service_fault` is the share it did not."""
         m: dict[str, float] = {}
-        judged = ~batch.service_fault
+        judged = ~batch.service_fault & batch.taken
         for t in range(batch.rewards.shape[1]):
             m[f"reward/turn{t + 1}"] = _mean(batch.rewards[:, t], judged[:, t])
             m[f"correct/turn{t + 1}"] = _mean(batch.correct[:, t], judged[:, t])
@@ -206,7 +238,8 @@ class LocalTrainer:
         cov = batch.coverage[~torch.isnan(batch.coverage)]
         m["coverage/mean"] = cov.mean().item() if cov.numel() else math.nan
         m["rejected/verdict"] = _mean(batch.rejected, judged)
-        m["rejected/service_fault"] = 1.0 - judged.double().mean().item()
+        m["rejected/service_fault"] = 1.0 - judged.double().sum().item() / max(1.0, batch.taken.double().sum().item())
+        m["turns/mean"] = batch.taken.double().sum(dim=1).mean().item()
         m["rejected/failure_after_success"] = 1.0 - base.double().sum().item() / max(1.0, exists.double().sum().item())
         m["rejected/prs"] = 1.0 - (loss_mask.double().sum() / base.double().sum().clamp(min=1)).item()
         m["mrs/kept"] = self.mrs_kept
