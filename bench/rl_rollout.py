@@ -31,7 +31,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "rl_client")]
 
 import torch  # noqa: E402
 from test_rl_local_train import RELU, prime, tiny_model  # noqa: E402

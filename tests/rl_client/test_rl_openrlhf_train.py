@@ -32,7 +32,7 @@ from rl_client.openrlhf_train import (
 )
 from rl_client.settings import RLSettings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "rl_client" / "launch" / "drkernel_14b.sh"
 BASE = [
     "--actor.model_name_or_path", "model",
