@@ -103,6 +103,13 @@ class EvalSettings(BaseSettings):
         "tick added). 0: no floor (to be chosen by measurement, bench/service_throughput.py).",
     )
     recheck_fraction: float = Field(0.1, ge=0, le=1, description="Share of timed calls re-checked (+ last).")
+    digest_inputs_mb: int = Field(
+        1024,
+        ge=0,
+        description="Inputs larger than this (MiB) that the reference leaves unchanged are checked unchanged by "
+        "their digest in each child instead of being delivered to the parent: at KernelBench's published sizes "
+        "two copies of a 16 GiB input in the parent, beside each child's own, did not fit an 80 GB card.",
+    )
     recheck_retain_mb: int = Field(
         256,
         ge=0,

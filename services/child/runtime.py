@@ -429,7 +429,8 @@ class Runtime:
                 call_s = _perf() - t0
             launches.append(self.recorder.take())
         structures = [tensors.describe(o, []) for o in outs]
-        mutated = before is not None and fingerprint(inputs).tolist() != before
+        inputs_digest = fingerprint(inputs).tolist()
+        mutated = before is not None and inputs_digest != before
         self.kept = {"output": outs[0], "output2": outs[-1], "inputs": inputs}
         digest = fingerprint(outs[0]).tolist() if self.bookkeeping else None
         if self.device == "cuda" and tensors.nbytes(structures[0]) >= TRIM_AFTER_CALL_BYTES:
@@ -453,6 +454,7 @@ class Runtime:
                 unstable=unstable,
                 flops=flops,
                 digest=digest,
+                inputs_digest=inputs_digest,
                 delivered=delivered,
                 launchers=self.launchers.take(),
             ),

@@ -228,6 +228,7 @@ class Called(Reply):
     unstable: bool = False
     flops: float | None = None
     digest: list[int] | None = None
+    inputs_digest: list[int] = field(default_factory=list)  # of the inputs after the call
     delivered: bool = False  # the parts in Call.deliver were handed over
     # Kernel signatures Triton built a C launcher for during the call (candidate, Triton 3.6: services.launchers)
     launchers: list[list[Any]] = field(default_factory=list)

@@ -233,6 +233,26 @@ def test_mutating_inputs_is_incorrect(evaluator, relu):
     assert any(c.name == "inputs_unchanged" and not c.passed for c in result.checks)
 
 
+def test_large_inputs_are_checked_unchanged_by_their_digests(relu):
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    # Every input counts as large here: the children digest them, and the parent receives none. An in-place
+    # reference's inputs are still compared within the tolerance, in the parent.
+    with Evaluator(EvalSettings(digest_inputs_mb=0, correctness_trials=2, warm_children=0)) as ev:
+        honest = ev.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result
+        mutating = ev.evaluate(relu, relu_candidate("y = triton_relu(x)\nx.zero_()\nreturn y"), NO_TIMING).result
+        problem = Problem(id="inplace", source=IN_PLACE_REFERENCE.format(op="x.add_(1.0)"))
+        in_place = ev.evaluate(
+            problem, relu_candidate(IN_PLACE_BODY, IN_PLACE_KERNEL.format(expr="x + 1.0")), NO_TIMING
+        )
+    assert honest.verdict is Verdict.PASSED, honest.feedback
+    assert any(c.name == "inputs_unchanged" and c.passed and "by digest" in c.detail for c in honest.checks)
+    assert mutating.verdict is Verdict.INCORRECT and "modified its input" in mutating.feedback
+    assert in_place.result.verdict is Verdict.PASSED, in_place.result.feedback
+    assert any(c.name == "inputs_unchanged" and "in-place" in c.detail for c in in_place.result.checks)
+
+
 @pytest.mark.parametrize(
     ("op", "expr"),
     [("x.add_(1.0)", "x + 1.0"), ("x.clamp_(min=0.0)", "tl.where(x < 0.0, 0.0, x)")],
