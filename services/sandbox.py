@@ -29,6 +29,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from services import procfs
 from services.errors import ChildDied, ChildTimedOut
 from services.launchers import LauncherBuilds
 from services.protocol import channel
@@ -78,18 +79,10 @@ def _process_trees(roots: set[int]) -> dict[int, list[int]]:
     (services.child.boot), so an orphan stays below it."""
     children: dict[int, list[int]] = {}
     live: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()  # field 3 of /proc/pid/stat: the state; field 4: the parent
-        children.setdefault(int(fields[1]), []).append(int(entry))
-        if fields[0] != b"Z":
-            live.add(int(entry))
+    for pid, parent, state in procfs.processes():
+        children.setdefault(parent, []).append(pid)
+        if state != b"Z":
+            live.add(pid)
     found: dict[int, list[int]] = {}
     for root in roots:
         tree, todo = [root], list(children.get(root, ()))

@@ -31,6 +31,8 @@ import tempfile
 import traceback
 from typing import Any
 
+from services import procfs
+
 MAX_REQUEST_BYTES = 1 << 16
 # A spawn request carries four descriptors: the child's ends of its two channel pipes, its stdout and its stderr.
 REQUEST_FDS = 4
@@ -107,17 +109,10 @@ def _kill_strays(forked: set[int]) -> None:
     none of them, so they are what a child's code left behind (a `setsid` grandchild of a child that exited):
     killed. Their own children come to it in turn, and go the same way when it reaps them."""
     me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in forked:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if int(stat[stat.rfind(b")") + 2 :].split()[1]) == me:  # field 4 of /proc/pid/stat: the parent
+    for pid, parent, _ in procfs.processes():
+        if parent == me and pid not in forked:
             with contextlib.suppress(OSError):
-                os.kill(int(entry), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
 
 
 def serve(sock: socket.socket) -> None:
