@@ -66,11 +66,18 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
                 out.reference_output = ref_struct
                 out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
                 small = sum(out.io_bytes) <= SMALL_TENSOR_BYTES
+                # Checked unchanged by their digests in the children, not delivered (`_large_inputs_after_call`).
+                large_inputs = out.io_bytes[0] > link.settings.digest_inputs_mb * 2**20
             what = "compiling and running forward()" if i == 0 else f"running forward() (trial {i + 1})"
             asked, waited = time.monotonic(), link.gpu_waited_s
             cand_h, _ = link.ask(
                 link.cand,
-                Call(seed=seed, repeat=2 if i == 0 else 1, poison=poison_specs(ref_struct)),
+                Call(
+                    seed=seed,
+                    repeat=2 if i == 0 else 1,
+                    poison=poison_specs(ref_struct),
+                    digest_inputs=large_inputs,
+                ),
                 Called,
                 deadline,
                 what,
@@ -108,7 +115,7 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
                 if ref_got is None:
                     ref_got = link.receive_parts(link.ref, {"inputs": ref_h.inputs, "output": ref_struct}, deadline)
                 cand_got = link.receive_parts(link.cand, _kept(cand_h, i), deadline)
-            if ref_h.mutated or out.io_bytes[0] <= link.settings.digest_inputs_mb * 2**20:
+            if ref_h.mutated or not large_inputs:
                 ref_in = _handed(link, link.ref, ref_got, "inputs", ref_h.inputs, deadline)
                 cand_in = _handed(link, link.cand, cand_got, "inputs", cand_h.inputs, deadline)
                 _inputs_after_call(link, record, ref_h, ref_in, cand_in, i)

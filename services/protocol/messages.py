@@ -86,6 +86,7 @@ class Call(Command):
     sizes: dict[str, int] = field(default_factory=dict)
     variant: Variant = "eager"
     neutralised: bool = False
+    digest_inputs: bool = False  # report the inputs' digest after the call (a reference always does)
     deliver: list[Kept] = field(default_factory=list)
     buffers: list[dict[str, Any]] | None = None
 
@@ -228,7 +229,7 @@ class Called(Reply):
     unstable: bool = False
     flops: float | None = None
     digest: list[int] | None = None
-    inputs_digest: list[int] = field(default_factory=list)  # of the inputs after the call
+    inputs_digest: list[int] = field(default_factory=list)  # of the inputs after the call (`Call.digest_inputs`)
     delivered: bool = False  # the parts in Call.deliver were handed over
     # Kernel signatures Triton built a C launcher for during the call (candidate, Triton 3.6: services.launchers)
     launchers: list[list[Any]] = field(default_factory=list)
