@@ -106,7 +106,7 @@ class ServiceSettings(BaseSettings):
         description="Evaluations in flight per worker (one pool process each); their timing and profiling take "
         "turns in the device's timing slot. The worker runs fewer when the host's cores (four per evaluation, "
         "shared among the host's GPUs) or the GPU's memory (`worker_gpu_memory_mb` per evaluation) allow fewer. "
-        "Chosen by measurement (docs/benchmarks.md, session 17: one H200, 16 cores, each against a serial worker "
+        "Chosen by measurement (docs/benchmarks.md: one H200, 16 cores, each against a serial worker "
         "in the same run): 2 in flight gave 1.06-1.13x serial on the bundled problems, 1.04x with half the candidates "
         "wrong and 0.90x at KernelBench's published sizes; 4 gave 1.00x, 0.76x and 0.85x. An evaluation is now "
         "mostly requests to the GPU, and more in flight time-slice its contexts (a delivery of outputs took 25 "

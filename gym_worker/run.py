@@ -19,8 +19,8 @@ log = logging.getLogger("kernelgym.worker")
 
 # Cores per evaluation in flight: the candidate child compiling, the parent and the reference child comparing,
 # warm children starting in the background. On 16 cores of an H200 host 4 in flight gave the most evaluations a
-# minute and 6 or 8 fewer (docs/benchmarks.md, session 14); since session 17 the GPU, not the host, bounds the
-# default (2 in flight, gym_common/settings.py), and this bound matters on hosts of fewer cores.
+# minute and 6 or 8 fewer (docs/benchmarks.md); the GPU, not the host, now bounds the default (2 in flight,
+# gym_common/settings.py), and this bound matters on hosts of fewer cores.
 CORES_PER_EVALUATION = 4
 
 

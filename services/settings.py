@@ -77,9 +77,9 @@ class EvalSettings(BaseSettings):
     warmup_ms: float = Field(
         30.0,
         ge=0,
-        description="Warm-up per side, by time, before sampling. On an H200 (docs/benchmarks.md, session 14) 30 ms "
+        description="Warm-up per side, by time, before sampling. On an H200 (docs/benchmarks.md) 30 ms "
         "gave the 96x300 row sum the same speedup as 100 ms (1.471 and 1.467 over 20 evaluations each, CV 1.8% "
-        "both) and cut the measurement's median from 0.55 to 0.34 s; 25 ms did not suffice in session 7, while the "
+        "both) and cut the measurement's median from 0.55 to 0.34 s; 25 ms did not suffice while the "
         "launch shield was a fixed 0.2 ms.",
     )
     min_timed_calls: int = Field(20, ge=3)
