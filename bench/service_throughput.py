@@ -353,7 +353,7 @@ def run_mode(
             for (label, _), e in zip(jobs, submitted, strict=True):
                 finished.append(done := gym.wait(e.id, timeout=3600))
                 if done.verdict != expected(label):  # now, so that a run cut at its limit still says why
-                    progress(name, f"{label}: {done.verdict or done.status}: {done.feedback[:300]!r}", began)
+                    progress(name, f"{label}: {done.verdict or done.status}: {done.feedback[-600:]!r}", began)
                 if len(finished) % 40 == 0 and len(finished) < len(jobs):
                     so_far = verdict_counts(jobs, finished)
                     progress(name, f"{len(finished)} of {len(jobs)} results {json.dumps(so_far)}", began)

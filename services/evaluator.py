@@ -95,7 +95,12 @@ class Evaluator:
             drain_closed_children(every=True)  # the first attempt's, whatever they held
             torch.cuda.empty_cache()
             diagnostics = Diagnostics(retried_alone=not started_alone, started_alone=started_alone)
-            return self._attempt(problem, candidate_source, options, device, timings, None, diagnostics)
+            try:
+                return self._attempt(problem, candidate_source, options, device, timings, None, diagnostics)
+            finally:
+                # Its children gone before the next evaluation has the device: on an H100 the next of a problem
+                # with 2 x 4 GiB inputs, started alone, met their memory and ran out generating its inputs.
+                drain_closed_children(every=True)
 
     def _attempt(
         self,

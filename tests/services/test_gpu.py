@@ -24,6 +24,7 @@ from helpers import (
 from test_reference_sandbox import forking_attack_harms_nothing
 
 from gym_worker.health import probe
+from services import sandbox
 from services.errors import ReferenceFailed
 from services.problems import Problem
 from services.schema import EvalOptions, Verdict
@@ -392,6 +393,9 @@ def test_a_problem_whose_reference_ran_out_of_memory_beside_another_starts_its_n
             second, diagnostics = ev.evaluate(large, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
         assert second.verdict is Verdict.PASSED, second.feedback
         assert diagnostics.started_alone and not diagnostics.retried_alone and ev.timing_slot.alone_waited_s > 0.5
+        # Its children are gone before the device is another's: the next of a loss problem with 2 x 4 GiB inputs,
+        # started alone behind one still dying, ran out of memory generating them.
+        assert all(child.proc.poll() is not None for child in sandbox._SUPERVISOR._reaping)
 
 
 def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluations_small_children_to_die(relu, tmp_path):
