@@ -23,10 +23,10 @@ RETRY_MAX_DELAY_S = 2.0
 T = TypeVar("T")
 
 
-def persist(limit_s: float, job_id: str, write: Callable[[], T]) -> T:
-    """`write()`, retried while Redis is unreachable for up to `limit_s`: an evaluation's outcome outlives an outage
-    of Redis. Past that it raises; the evaluation's lease then lapses and a gateway queues it again
-    (gym_common.leases)."""
+def persist(limit_s: float, job_id: str, write: Callable[[], T], doing: str = "storing the outcome") -> T:
+    """`write()`, retried while Redis is unreachable for up to `limit_s`: an evaluation's outcome, and a delivery
+    taken from the queue, outlive an outage of Redis. Past that it raises; the evaluation's lease then lapses and a
+    gateway queues it again (gym_common.leases). `doing`: what the log lines say was waited for."""
     deadline = time.monotonic() + limit_s
     delay, failed_at = 0.25, None
     while True:
@@ -36,7 +36,7 @@ def persist(limit_s: float, job_id: str, write: Callable[[], T]) -> T:
             if failed_at is None:
                 failed_at = time.monotonic()
                 log.warning(
-                    "outcome not stored yet: Redis unreachable; retrying",
+                    f"{doing}: Redis unreachable; retrying",
                     extra={"evaluation_id": job_id, "error": f"{type(exc).__name__}: {exc}"},
                 )
             if time.monotonic() + delay > deadline:
@@ -46,7 +46,7 @@ def persist(limit_s: float, job_id: str, write: Callable[[], T]) -> T:
             continue
         if failed_at is not None:
             waited = round(time.monotonic() - failed_at, 1)
-            log.info("outcome stored after a Redis outage", extra={"evaluation_id": job_id, "waited_s": waited})
+            log.info(f"{doing}: done after a Redis outage", extra={"evaluation_id": job_id, "waited_s": waited})
         return value
 
 

@@ -157,9 +157,15 @@ class WorkerState:
         return self.lease(job_id)
 
     def run(self, job_id: str) -> None:
-        """One delivery of a job: run it under a lease, unless it is final or another live process holds it."""
+        """One delivery of a job: run it under a lease, unless it is final or another live process holds it. Until
+        the lease is taken nothing would queue the job again, so an outage of Redis is waited out here as for an
+        outcome: a delivery dropped on an error would leave its job queued with no message."""
         key = self.keys.job(job_id)
-        raw = self.r.hgetall(key)
+
+        def waiting(doing: str, call: Callable[[], T]) -> T:
+            return persist(self.s.result_write_retry_s, job_id, call, doing)
+
+        raw = waiting("reading the job", lambda: self.r.hgetall(key))
         if not raw:
             log.warning("job unknown or expired", extra={"evaluation_id": job_id})
             return
@@ -167,9 +173,10 @@ class WorkerState:
         if job.status in FINAL:  # a redelivery of a job another worker finished
             return
         if job.cancel_requested:
-            self.finish(job, JobStatus.CANCELLED)
+            waiting("storing the outcome", lambda: self.finish(job, JobStatus.CANCELLED))
             return
-        if not (self.lease(job_id) or self.take_over(job_id)):  # a duplicate message, or a dead worker's job
+        # A duplicate message, or a dead worker's job
+        if not waiting("taking the lease", lambda: self.lease(job_id) or self.take_over(job_id)):
             log.info("evaluation leased by another worker; delivery dropped", extra={"evaluation_id": job_id})
             return
         self.leased = job_id

@@ -81,7 +81,8 @@ def test_an_evaluation_that_finishes_while_redis_is_down_is_stored_when_it_is_ba
     try:
         deadline = time.monotonic() + 180
         while not any(
-            line.get("message", "").startswith("outcome not stored yet") and line.get("evaluation_id") == job_id
+            line.get("message", "").startswith("storing the outcome: Redis unreachable")
+            and line.get("evaluation_id") == job_id
             for line in worker_log_lines(stack)
         ):
             assert time.monotonic() < deadline, "the evaluation did not finish while Redis was down"
@@ -118,3 +119,31 @@ def test_after_a_redis_restart_every_request_is_answered_and_nothing_internal_sh
     assert "kernelgym_redis_up 1.0" in metrics and 'kernelgym_queue_depth{queue="kg.h100.normal"}' in metrics
     assert str(stack.redis_port) not in httpx.get(stack.base_url + "/readyz", timeout=30).text
     assert gym.wait(after.id, timeout=120).verdict == "passed"
+
+
+def test_a_delivery_taken_while_redis_is_down_runs_once_redis_is_back(stack, gym, tmp_path):
+    # Until a worker holds its lease nothing would queue a job again: a delivery that failed on an unreachable
+    # Redis would leave its job `queued` with no message. A worker's pool process, in this process, is handed
+    # the job while Redis restarts (the job waits on the h100 queue, which no worker of the stack serves).
+    from celery import Celery
+
+    from gym_common.settings import ServiceSettings
+    from gym_worker.tasks import WorkerState
+    from services.settings import EvalSettings
+
+    ev = gym.evaluate(unique(bundled_source(RELU)), problem_id=RELU, device_class="h100", wait=0)
+    job_id = job_of(stack, ev.id)
+    service = ServiceSettings(redis_url=stack.redis_url, device_class="cpu", gpu_lock_dir=str(tmp_path))
+    state = WorkerState(Celery("test"), service, EvalSettings(correctness_trials=2, warm_children=1))
+    try:
+        stack.stop_redis()
+        with ThreadPoolExecutor(1) as pool:
+            delivery = pool.submit(state.run, job_id)
+            time.sleep(3)  # longer than the Redis client's own retries
+            assert not delivery.done()
+            stack.start_redis()
+            delivery.result(timeout=120)
+    finally:
+        state.close()
+    final = gym.wait(ev.id, timeout=60)
+    assert final.status == "done" and final.verdict == "passed" and final.raw["attempts"] == 1
