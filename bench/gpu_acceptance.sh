@@ -32,6 +32,10 @@
 #                                      # together as an RL step sends a prompt's samples (~6 min on two H200s)
 #   bench/gpu_acceptance.sh 14 "$OUT"  # two GPUs, 3 profiler sessions an evaluation (the default) against 1: does
 #                                      # the profile request's growth with a second GPU come from its sessions?
+#   bench/gpu_acceptance.sh 15 "$OUT"  # an RL step on KernelBench (KB required), a mode per GPU count of
+#                                      # STEP_GPUS (default 1,4): 40 problems of levels 1-2, 3 samples each
+#   bench/gpu_acceptance.sh 16 "$OUT"  # the calibration problem whose output hardly depends on its inputs, 40
+#                                      # evaluations through the service (~7 min on an H100)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -43,7 +47,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-14}
+part=${1:?part 1-16}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -117,8 +121,16 @@ case $part in
     step throughput_profiled 570 "$py" bench/service_throughput.py --serial 0 --pipelined 10 --gpus 2 \
         --profile-calls default,1 --share-references --logs "$out/throughput-profiled-logs"
     ;;
+15)
+    step kernelbench_step 585 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
+        --gpus "${STEP_GPUS:-1,4}" --samples 3 --json "$out/kernelbench_step.json" --logs "$out/kernelbench-step-logs"
+    ;;
+16)
+    step calibration_slow 570 "$py" bench/service_throughput.py --problems bench/problems/calibration \
+        --kernels bench/kernels/calibration --only uniform_mean --serial 0 --pipelined 40
+    ;;
 *)
-    echo "part must be 1 to 14" >&2
+    echo "part must be 1 to 16" >&2
     exit 2
     ;;
 esac
