@@ -50,10 +50,18 @@ class Sweeper:
 
     async def _loop(self) -> None:
         failing = False
+        quiet_until = 0.0
         while True:
             try:
-                await self.sweep()
-                failing = False
+                if failing or time.monotonic() < quiet_until:
+                    await self.r.ping()  # an outage meanwhile starts the wait again
+                    if failing:
+                        # No lease could be renewed while Redis was away, and those of running evaluations may
+                        # have lapsed: their workers get a lease's length to renew them before any is queued again.
+                        failing = False
+                        quiet_until = time.monotonic() + self.lease_s
+                else:
+                    await self.sweep()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis unreachable: the next sweep tries again (logged once per outage)

@@ -1,7 +1,9 @@
 """Nothing is lost when a worker or Redis dies, and nothing internal shows while Redis is away: a worker killed whole
 (`kill -9` of its process group) has its evaluation queued again through its lapsed lease; an evaluation that
-finishes while Redis is down is stored once Redis is back; after a Redis restart no request gets a 503. One stack
-for the module (Redis, gateway, two CPU workers); the tests run in order and the first leaves one worker."""
+finishes while Redis is down is stored once Redis is back, and one picked up just before is run once it is back;
+after an outage the sweeper leaves running evaluations to renew their leases; after a Redis restart no request
+gets a 503. One stack for the module (Redis, gateway, two CPU workers); the tests run in order and the first leaves
+one worker."""
 
 from __future__ import annotations
 
@@ -147,3 +149,21 @@ def test_a_delivery_taken_while_redis_is_down_runs_once_redis_is_back(stack, gym
         state.close()
     final = gym.wait(ev.id, timeout=60)
     assert final.status == "done" and final.verdict == "passed" and final.raw["attempts"] == 1
+
+
+def test_after_a_redis_outage_the_sweeper_waits_a_lease_before_queueing_a_running_evaluation_again(stack, gym):
+    # No lease is renewed while Redis is away, so after an outage longer than a lease every running evaluation's
+    # has lapsed: queued again at once, one would run twice beside its still-running worker. Here a job stands for
+    # such an evaluation (on the h100 queue, which no worker serves): running, its lease lapsing during the outage.
+    ev = gym.evaluate(unique(bundled_source(RELU)), problem_id=RELU, device_class="h100", wait=0)
+    job_id = job_of(stack, ev.id)
+    r = redis.Redis.from_url(stack.redis_url)
+    r.hset(f"kg:job:{job_id}", "status", "running")
+    r.zadd("kg:running", {job_id: time.time() - 17})  # a lease of 20 s renewed 17 s ago: it lapses in the outage
+    stack.stop_redis()
+    time.sleep(12)  # the gateway's sweeps (every 5 s) fail meanwhile
+    stack.start_redis()
+    r = redis.Redis.from_url(stack.redis_url)
+    time.sleep(10)  # two sweeps' time, within the lease's length the workers are given
+    assert r.hget(f"kg:job:{job_id}", "status") == b"running"
+    assert r.zscore("kg:running", job_id) is not None
