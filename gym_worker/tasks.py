@@ -175,7 +175,7 @@ class WorkerState:
         if job.cancel_requested:
             waiting("storing the outcome", lambda: self.finish(job, JobStatus.CANCELLED))
             return
-        # A duplicate message, or a dead worker's job
+        # Taken over from a dead pool process of this host; refused while a live process holds it (a duplicate).
         if not waiting("taking the lease", lambda: self.lease(job_id) or self.take_over(job_id)):
             log.info("evaluation leased by another worker; delivery dropped", extra={"evaluation_id": job_id})
             return
