@@ -22,6 +22,27 @@ def unique(source: str) -> str:
     return source + f"\n# {uuid.uuid4().hex}\n"
 
 
+def small_relu_reference(init_body: str = "return []") -> str:
+    """A ReLU reference on one 16x16 input, `init_body` the body of its `get_init_inputs`: for tests whose subject
+    is what a reference's own code does."""
+    return f"""
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    {init_body}
+"""
+
+
 RELU_PREAMBLE = """
 import torch
 import torch.nn as nn

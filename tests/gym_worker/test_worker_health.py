@@ -8,7 +8,7 @@ import httpx
 import pytest
 import redis
 from conftest import WORKER_ENV
-from helpers import bundled_source
+from helpers import bundled_source, small_relu_reference
 
 from gym_client import KernelGymClient
 from gym_worker.health import DeviceHealth, probe
@@ -22,22 +22,6 @@ from services.settings import EvalSettings
 RELU = "level1/1_ReLU"
 NO_TIMING = EvalOptions(device="cpu", timing=False)
 # The attack: a request's own reference that raises what a sick GPU would print.
-LYING_REFERENCE = """
-import torch
-
-
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn(16, 16)]
-
-
-def get_init_inputs():
-    {body}
-"""
 CUDA_LIE = 'raise RuntimeError("CUDA error: an illegal memory access was encountered")'
 
 
@@ -52,7 +36,7 @@ def unstartable() -> Evaluator:
     "body", [CUDA_LIE, "__import__('os')._exit(3)"], ids=["prints_a_cuda_error", "kills_its_process"]
 )
 def test_a_failing_reference_is_the_requests_fault_whatever_it_says(evaluator, body):
-    reference = Problem(id="liar", source=LYING_REFERENCE.format(body=body))
+    reference = Problem(id="liar", source=small_relu_reference(body))
     with pytest.raises(ReferenceFailed):
         evaluator.evaluate(reference, bundled_source(RELU), NO_TIMING)
 
@@ -96,7 +80,7 @@ def test_no_request_can_quarantine_a_gpu_worker(tmp_path):
         with KernelGymClient(stack.base_url, timeout=30) as gym:
             # The last one forks (the sandbox refuses it in a reference as in a candidate): the request's fault too.
             for body in (CUDA_LIE, "__import__('os')._exit(3)", "__import__('os').fork()"):
-                ev = gym.evaluate(bundled_source(RELU), reference=LYING_REFERENCE.format(body=body), wait=120)
+                ev = gym.evaluate(bundled_source(RELU), reference=small_relu_reference(body), wait=120)
                 assert ev.status == "failed" and "reference" in ev.error
             assert gym.evaluate(bundled_source(RELU), problem_id=RELU, wait=200).verdict == "passed"
         time.sleep(2)  # a heartbeat after the last evaluation

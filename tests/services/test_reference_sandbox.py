@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import bundled_source
+from helpers import bundled_source, small_relu_reference
 
 from services.errors import ReferenceFailed
 from services.evaluator import Evaluator
@@ -22,22 +22,7 @@ RELU = "level1/1_ReLU"
 NO_TIMING = EvalOptions(device="cpu", timing=False)
 ATTACKER = b"kg-attacker"
 
-RELU_REFERENCE = """
-import torch
-
-
-class Model(torch.nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
-
-
-def get_inputs():
-    return [torch.randn(16, 16)]
-
-
-def get_init_inputs():
-    return []
-"""
+RELU_REFERENCE = small_relu_reference()
 
 # The attack of issue 39, in native calls that the audit hook does not see: at import the reference forks, the
 # fork calls setsid and forks again, and the grandchild, named for the test to find, kills every other child of
