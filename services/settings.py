@@ -82,7 +82,16 @@ class EvalSettings(BaseSettings):
         "both) and cut the measurement's median from 0.55 to 0.34 s; 25 ms did not suffice while the "
         "launch shield was a fixed 0.2 ms.",
     )
-    min_timed_calls: int = Field(20, ge=3)
+    min_timed_calls: int = Field(
+        20, ge=3, description="Calls a side makes before its median may count as precise (see `min_timed_ms`)."
+    )
+    min_timed_ms: float = Field(
+        250.0,
+        ge=0,
+        description="Fewer calls than `min_timed_calls` suffice where they last this long (never under 6, the "
+        "fewest whose range bounds the median with 95% confidence): at KernelBench's published sizes a timed call "
+        "costs ~80 ms of fresh inputs and checks, and twenty calls a side were most of a measurement.",
+    )
     timer_resolution_ms: float = Field(
         3.2e-5,
         ge=0,
@@ -149,6 +158,13 @@ class EvalSettings(BaseSettings):
         "next candidates (one without a store): a small "
         "torch op's median can differ by process (a 96x300 row sum on an H100: 6.05-6.27 us in some, "
         "6.56-6.85 us in others), so the reference's time is the mean of its per-process medians.",
+    )
+    reference_min_processes: int = Field(
+        3,
+        ge=1,
+        description="Fewest of those processes: more are timed only while the mean of their medians is less precise "
+        "than one median must be (`target_ci_rel`, by a Student-t interval over the processes): three processes "
+        "stop there where their medians' standard deviation is under ~0.4% (the row sum's, 6.05-6.85 us, is not).",
     )
     cpu_reference_processes: int = Field(
         1, ge=1, description="The same in CPU mode, where timings are not meaningful (more only exercise the path)."

@@ -53,6 +53,28 @@ def precise_enough(samples: list[float], resolution_ms: float, target_rel: float
     return ticks > 0 and width <= stop_target(statistics.median(samples), target_rel, resolution_ms, ticks)
 
 
+# The fewest samples whose range bounds their median with 95% confidence: the range of n samples misses the median
+# with probability 2 * 2**-n, 3.1% for six (five miss 6.3%). `median_ci` of six samples is their range.
+MIN_SAMPLES_FOR_CI = 6
+
+
+def min_calls(call_ms: float, most: int, min_sampling_ms: float) -> int:
+    """Calls a side makes before its median may count as precise: `most`, or as many as last `min_sampling_ms`
+    where those are fewer (slow calls: at KernelBench's published sizes a timed call costs tens of milliseconds
+    of fresh inputs and checks), never fewer than MIN_SAMPLES_FOR_CI. The precision target still has to be met."""
+    if call_ms <= 0:
+        return most
+    return max(min(most, MIN_SAMPLES_FOR_CI), min(most, math.ceil(min_sampling_ms / call_ms)))
+
+
+def pool_precise(per_process: list[list[float]], resolution_ms: float, target_rel: float, ticks: float) -> bool:
+    """Whether the mean of several processes' medians (`pool`) is within the stop target (`stop_target`): its
+    Student-t interval over the processes, which narrows only where the processes' medians agree."""
+    runtime = pool(per_process, resolution_ms)
+    width = runtime.ci95_rel_halfwidth
+    return width is not None and width <= stop_target(runtime.median_ms, target_rel, resolution_ms, ticks)
+
+
 def low_quantile(samples: list[float], q: float = 0.2) -> float:
     """A low quantile: robust to the one-sided spikes (preemption, page faults) that a loaded machine adds,
     while a constant per-call cost still shifts it fully."""

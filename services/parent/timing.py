@@ -159,9 +159,10 @@ class _Timer:
         if self.retained:
             self.link.release(self.deadline, self.link.cand)
 
-    def warm_up(self, warm_ms: float, cap_s: float) -> int:
-        """Calls by time on every side before any sample counts; returns the block length: about 25 ms of the
-        slowest side's calls, the same for every side, so that drift between blocks cancels."""
+    def warm_up(self, warm_ms: float, cap_s: float) -> tuple[int, float]:
+        """Calls by time on every side before any sample counts; returns the block length, about 25 ms of the
+        slowest side's calls, the same for every side so that drift between blocks cancels, and the least calls
+        a side then makes (`stats.min_calls` of the slowest side's calls)."""
         t = time.monotonic()
         slowest = 0.0
         for side in self.children:
@@ -174,7 +175,9 @@ class _Timer:
                 if time.monotonic() - t > cap_s:
                     break
             slowest = max(slowest, spent / calls)
-        return max(2, min(50, int(25.0 / max(slowest, 1e-3))))
+        s = self.link.settings
+        least = 3 if self.link.device == "cpu" else stats.min_calls(slowest, s.min_timed_calls, s.min_timed_ms)
+        return max(2, min(50, int(25.0 / max(slowest, 1e-3)))), least
 
     def sample(self, sides: list[str], block: int, min_calls: int, cap_s: float) -> None:
         """Blocks of calls, side after side, until every side's median is precise enough, or at a cap."""
@@ -201,18 +204,18 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
     children = {
         side: (link.ref if role == "reference" else link.cand, variant) for side, (role, variant) in plan.sides.items()
     }
-    min_calls = 3 if cpu else s.min_timed_calls
     target = None if cpu else s.target_ci_rel
-    # Nothing stored: the reference will be timed in more processes. Their children start now, side by side,
-    # while this evaluation waits for and holds the slot.
-    spare = plan.acquire_references(plan.processes - 1) if not plan.stored else []
+    # Nothing stored: the reference will be timed in more processes, at least `reference_min_processes`. Their
+    # children start now, side by side, while this evaluation waits for and holds the slot.
+    least = min(s.reference_min_processes, plan.processes) - 1
+    spare = plan.acquire_references(least) if not plan.stored else []
     with link.slot():
         # The deadline starts once the slot is held: waiting for other evaluations is not the candidate's time.
         deadline = time.monotonic() + s.timing_timeout_s
         held_s: dict[str, float] = {}
         lap = _laps(held_s)
         timer = _Timer(link, record, children, deadline, "time", plan.reference_output)
-        block = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
+        block, min_calls = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
         lap("warm_up")
         accepted = _revalidate(timer, plan.stored) if plan.stored else {}
         lap("revalidation")
@@ -236,8 +239,8 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
     defences.wall_clock_checks(link, record, calls, stats.summarize(timer.samples["candidate"]), cpu)
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
     if remeasured and not spare:  # a stored timing that did not revalidate
-        spare = plan.acquire_references(plan.processes - 1)
-    others = _other_processes(link, record, plan, spare, remeasured, min_calls) if remeasured else []
+        spare = plan.acquire_references(least)
+    others = _other_processes(link, record, plan, timer, spare, remeasured) if remeasured else []
     runtimes = {side: accepted.get(side) or _pooled(side, [timer, *others], s, target) for side in plan.sides}
     if cpu:
         text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
@@ -313,23 +316,36 @@ def _agreeing(cached: RuntimeStats, tolerance: float) -> tuple[float, float]:
 
 
 def _other_processes(
-    link: Link, record: Record, plan: TimingPlan, children: list[Child], sides: list[str], min_calls: int
+    link: Link, record: Record, plan: TimingPlan, first: _Timer, children: list[Child], sides: list[str]
 ) -> list[_Timer]:
-    """The reference sides timed in more reference children, one after another: each is given its job and
-    loaded outside the timing slot, then warmed up and sampled alone inside it, within its own
-    `timing_timeout_s`."""
+    """The reference sides timed in more reference children, one after another, from `children` and then one
+    more at a time, up to `plan.processes` processes in all (`first`, the evaluation's own, among them) and from
+    `reference_min_processes` on only while the mean of their medians is less precise than one median must be:
+    each is given its job and loaded outside the timing slot, then warmed up and sampled alone inside it, within
+    its own `timing_timeout_s`."""
     s = link.settings
+    cpu = link.device == "cpu"
     # The evaluation's own children hold the device memory of their last calls until the stages after timing.
     link.release(time.monotonic() + s.timing_timeout_s, trim=True)
-    found = []
-    for n, child in enumerate(children):
+    found: list[_Timer] = []
+    children = list(children)
+    while 1 + len(found) < plan.processes:
+        timers = [first, *found]
+        if len(timers) >= s.reference_min_processes and all(
+            stats.pool_precise(
+                [t.samples[side] for t in timers], s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks
+            )
+            for side in sides
+        ):
+            break
+        child = children.pop(0) if children else plan.acquire_references(1)[0]
         try:
             plan.start_reference(child)
             with link.slot():
                 deadline = time.monotonic() + s.timing_timeout_s
                 variants = {side: (child, plan.sides[side][1]) for side in sides}
-                timer = _Timer(link, record, variants, deadline, f"time{n + 1}", plan.reference_output)
-                block = timer.warm_up(0.0 if link.device == "cpu" else s.warmup_ms, plan.cap_s)
+                timer = _Timer(link, record, variants, deadline, f"time{len(timers)}", plan.reference_output)
+                block, min_calls = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
                 timer.sample(sides, block, min_calls, plan.cap_s)
             found.append(timer)
         finally:

@@ -181,7 +181,8 @@ def test_a_stored_reference_timing_is_reused_by_the_next_candidates(evaluator, r
     store = MemoryTimingStore()
     first = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), EvalOptions(device="cuda"), store).result
     assert first.timings_from_cache == []
-    assert first.reference_runtime.processes == 5 and len(first.reference_runtime.process_medians_ms) == 5
+    processes = first.reference_runtime.processes
+    assert 3 <= processes <= 5 and len(first.reference_runtime.process_medians_ms) == processes
     results = [first]
     for _ in range(2):
         results.append(

@@ -7,7 +7,17 @@ import random
 
 import pytest
 
-from services.stats import ci_rel_halfwidth, low_quantile, median_ci, pool, stop_target, summarize
+from services.stats import (
+    MIN_SAMPLES_FOR_CI,
+    ci_rel_halfwidth,
+    low_quantile,
+    median_ci,
+    min_calls,
+    pool,
+    pool_precise,
+    stop_target,
+    summarize,
+)
 
 
 def test_median_ci_ranks_for_n_20():
@@ -168,3 +178,26 @@ def test_one_process_flipping_state_moves_the_pool_by_its_share_only():
 def test_pooling_needs_samples_from_every_process():
     with pytest.raises(ValueError):
         pool([[1.0], []])
+
+
+def test_slow_calls_need_fewer_calls_but_never_fewer_than_six():
+    # 250 ms of calls: twenty 10 ms calls; a 25 ms call needs ten; an 80 ms call (KernelBench at its published
+    # sizes) would need four, which cannot bound a median at 95%, so six.
+    assert min_calls(10.0, 20, 250.0) == 20
+    assert min_calls(25.0, 20, 250.0) == 10
+    assert min_calls(80.0, 20, 250.0) == MIN_SAMPLES_FOR_CI == 6
+    assert min_calls(80.0, 4, 250.0) == 4  # a setting of fewer is the user's to make
+    assert min_calls(0.0, 20, 250.0) == 20
+    assert median_ci([5.0, 1.0, 3.0, 2.0, 6.0, 4.0]) == (1.0, 6.0)  # six samples: the median's CI is their range
+
+
+def test_three_processes_pool_precisely_only_where_their_medians_agree_within_about_half_a_percent():
+    # t(0.975, 2) = 4.303: medians 10.0, 10.05, 10.1 (sd 0.05, 0.5%) give a half-width of 1.24%; 10.0, 10.02, 10.04
+    # (sd 0.02) give 0.50%. The row sum's process medians (6.1, 6.7, 6.2) are far from it.
+    assert not pool_precise([[10.0] * 6, [10.05] * 6, [10.1] * 6], 0.0, 0.01, 0.0)
+    assert pool_precise([[10.0] * 6, [10.02] * 6, [10.04] * 6], 0.0, 0.01, 0.0)
+    assert not pool_precise([[6.1] * 20, [6.7] * 20, [6.2] * 20], 0.0, 0.01, 0.0)
+    # A floor in ticks widens the target as it does for one median: three equal 6.25 us medians are within half a
+    # tick (0.26%), outside a 0.1% target but inside 1.6 ticks (0.82%).
+    assert not pool_precise([[0.00625] * 6] * 3, 3.2e-5, 0.001, 0.0)
+    assert pool_precise([[0.00625] * 6] * 3, 3.2e-5, 0.001, 1.6)

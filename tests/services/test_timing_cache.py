@@ -65,16 +65,24 @@ def test_a_stored_timing_that_is_contradicted_or_unreadable_is_replaced(tolerant
     assert RuntimeStats.model_validate_json(store[key]) == second.reference_runtime
 
 
-def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_their_medians(relu):
+@pytest.mark.parametrize(("target", "processes"), [(1000.0, 2), (1e-12, 3)])
+def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_their_medians(relu, target, processes):
+    # From two processes (reference_min_processes) on, one more is timed only while the mean of their medians is
+    # less precise than the target: a target every pool meets stops at two, one none meets takes all three.
     settings = EvalSettings(
-        correctness_trials=1, warm_children=1, cpu_reference_processes=2, reference_cache_tolerance=1000
+        correctness_trials=1,
+        warm_children=1,
+        cpu_reference_processes=3,
+        reference_min_processes=2,
+        target_ci_rel=target,
+        reference_cache_tolerance=1000,
     )
     store = MemoryTimingStore()
     with Evaluator(settings) as ev:
         result = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
     ref = result.reference_runtime
     assert result.verdict is Verdict.PASSED
-    assert ref.processes == 2 and len(ref.process_medians_ms) == 2
+    assert ref.processes == processes and len(ref.process_medians_ms) == processes
     assert ref.median_ms == pytest.approx(statistics.fmean(ref.process_medians_ms))
     assert result.candidate_runtime.processes == 1
     assert [RuntimeStats.model_validate_json(raw) for raw in store.values()] == [ref]
