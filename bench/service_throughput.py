@@ -70,6 +70,7 @@ import statistics
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -88,6 +89,7 @@ KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
 PHASES = (
     *("start", "load", "precompile", "compile", "first_call", "correctness", "timing", "profile", "total"),
     *("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"),  # the hold, by part
+    "timing_reference_processes",  # the hold while a new reference is timed in more processes
     *("start_ready_wait", "start_drain"),  # what `start` waited for
 )
 # The stages of services.evaluator that do not overlap (`compile` is taken out of `correctness`; `first_call`
@@ -260,6 +262,34 @@ def stage_shares(results: list[dict]) -> dict:
     return {**shares, "other": round(1 - sum(shares.values()), 4), "evaluations_s": round(total, 1)}
 
 
+def new_references(labelled: list[tuple[str, dict]]) -> dict:
+    """The evaluations (label, result) that timed their reference in full (not from a stored timing): how many per
+    problem, the label up to its " [" suffix (one, where candidates of a problem wait for the first's figure), in
+    how many processes, and the device time: the hold while the reference was timed in more processes, and the
+    evaluation's whole hold of the slot (its candidate's interleaved calls included)."""
+    timed = [
+        (label.split(" [", 1)[0], r)
+        for label, r in labelled
+        if r.get("reference_runtime")
+        and "reference" not in r.get("timings_from_cache", [])
+        and r["reference_runtime"]["processes"] > 1
+    ]
+    if not timed:
+        return {"evaluations": 0}
+    per_problem = Counter(problem for problem, _ in timed)
+    timed = [r for _, r in timed]
+    hold = [sum(r["phases"].get(p, 0.0) for p in PHASES if p.startswith("timing_")) for r in timed]
+    more = [r["phases"].get("timing_reference_processes", 0.0) for r in timed]
+    return {
+        "evaluations": len(timed),
+        "problems": len(per_problem),
+        "timed_more_than_once": sorted(p for p, n in per_problem.items() if n > 1),
+        "processes": dict(sorted(Counter(r["reference_runtime"]["processes"] for r in timed).items())),
+        "more_processes_s": {"median": round(statistics.median(more), 3), "max": round(max(more), 3)},
+        "whole_hold_s": {"median": round(statistics.median(hold), 3), "max": round(max(hold), 3)},
+    }
+
+
 def precompile_passes(slot: list[dict]) -> dict | None:
     """What the compiler child did for each evaluation (services.parent.precompile), from the worker's log."""
     passes = [e["precompile"] for e in slot if "precompile" in e]
@@ -400,6 +430,9 @@ def run_mode(
         "requests": requests_by_kind(slot),
         "precompile": precompile_passes(slot),
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
+        "new_references": new_references(
+            [(label, e.result) for (label, _), e in zip(jobs, finished, strict=True) if e.result]
+        ),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
         "stage_share": stage_shares(results),
         "phase_max_s": {p: round(max(v), 3) for p, v in phases.items() if v},

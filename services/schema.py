@@ -266,7 +266,8 @@ class EvalResult(BaseModel):
     phases: dict[str, float] = Field(
         default_factory=dict,
         description="Seconds spent per phase. Some parts overlap others: `timing_warm_up`, `timing_revalidation`, "
-        "`timing_sampling` and `timing_checks` split the evaluation's own hold of the device within `timing`; "
+        "`timing_sampling` and `timing_checks` split the evaluation's own hold of the device within `timing`, and "
+        "`timing_reference_processes` is its hold while it times a new reference in more processes; "
         "`first_call` is the candidate's first request (its compilation included), within `compile` plus "
         "`correctness`; `start_ready_wait` (children still starting) and `start_drain` (children closed before, "
         "still exiting) are within `start`.",

@@ -240,7 +240,9 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
     if remeasured and not spare:  # a stored timing that did not revalidate
         spare = plan.acquire_references(least)
-    others = _other_processes(link, record, plan, timer, spare, remeasured) if remeasured else []
+    others: list[_Timer] = []
+    if remeasured and plan.processes > 1:
+        others, held_s["reference_processes"] = _other_processes(link, record, plan, timer, spare, remeasured)
     runtimes = {side: accepted.get(side) or _pooled(side, [timer, *others], s, target) for side in plan.sides}
     if cpu:
         text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
@@ -317,17 +319,18 @@ def _agreeing(cached: RuntimeStats, tolerance: float) -> tuple[float, float]:
 
 def _other_processes(
     link: Link, record: Record, plan: TimingPlan, first: _Timer, children: list[Child], sides: list[str]
-) -> list[_Timer]:
+) -> tuple[list[_Timer], float]:
     """The reference sides timed in more reference children, one after another, from `children` and then one
     more at a time, up to `plan.processes` processes in all (`first`, the evaluation's own, among them) and from
     `reference_min_processes` on only while the mean of their medians is less precise than one median must be:
     each is given its job and loaded outside the timing slot, then warmed up and sampled alone inside it, within
-    its own `timing_timeout_s`."""
+    its own `timing_timeout_s`. Returns their timers and how long they held the slot, in seconds."""
     s = link.settings
     cpu = link.device == "cpu"
     # The evaluation's own children hold the device memory of their last calls until the stages after timing.
     link.release(time.monotonic() + s.timing_timeout_s, trim=True)
     found: list[_Timer] = []
+    held = 0.0
     children = list(children)
     while 1 + len(found) < plan.processes:
         timers = [first, *found]
@@ -342,12 +345,14 @@ def _other_processes(
         try:
             plan.start_reference(child)
             with link.slot():
+                began = time.monotonic()
                 deadline = time.monotonic() + s.timing_timeout_s
                 variants = {side: (child, plan.sides[side][1]) for side in sides}
                 timer = _Timer(link, record, variants, deadline, f"time{len(timers)}", plan.reference_output)
                 block, min_calls = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
                 timer.sample(sides, block, min_calls, plan.cap_s)
+                held += time.monotonic() - began
             found.append(timer)
         finally:
             link.retire(child)
-    return found
+    return found, held

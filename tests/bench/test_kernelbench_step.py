@@ -1,6 +1,6 @@
 """bench/kernelbench_step.py end to end on CPU: its own Redis, gateway and worker, an RL step's samples of two
 bundled problems (one with its honest kernel, one whose correct samples are the reference through the Triton
-copy), each sample getting the verdict of the class it was built for."""
+copy), each sample getting the verdict of the class it was built for, and each reference timed once."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     out = tmp_path / "step.json"
     args = ["--device-class", "cpu", "--problems-dir", str(BUNDLED_PROBLEMS), "--problems", "2"]
     args += ["--kernels", str(kernels), "--warm-children", "2", "--json", str(out)]
-    env = {**os.environ, **WORKER_ENV}
+    env = {**os.environ, **WORKER_ENV, "KERNELGYM_CPU_REFERENCE_PROCESSES": "2"}
     done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]
 
@@ -45,6 +45,10 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     shares = row["stage_share"]
     assert shares["correctness"] > 0 and shares["timing"] > 0 and shares["other"] >= 0, shares
     assert report["summary"]["modes"]["step-gpus-1"]["vs_one_gpu"] == 1.0
+    # Each problem's reference is timed in full once, in two processes, while its other correct sample waits.
+    fresh = row["new_references"]
+    assert (fresh["problems"], fresh["timed_more_than_once"], fresh["processes"]) == (2, [], {"2": 2}), fresh
+    assert 0 < fresh["more_processes_s"]["median"] <= fresh["whole_hold_s"]["median"], fresh
 
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line.get("mode") for line in lines[1:-1]] == ["step-gpus-1"] and "summary" in lines[-1]
