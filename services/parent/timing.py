@@ -15,9 +15,10 @@ the child reports whether forward() returned while the spin still ran, and a cal
 spin for every side's later calls (up to a cap). Without that, host time leaks into some calls of a
 microsecond-scale kernel and its median never settles.
 
-The candidate's outputs are re-checked against the reference's on a random tenth of its timed calls, chosen after
-each call returned, and on the last: from copies the child makes before the next call, compared once the slot is
-released (services.parent.defences.recheck), so the measurement holds the device for the timed calls alone.
+The candidate's outputs are re-checked against the reference's on a random tenth of its timed calls (a larger
+share where slow calls let fewer than `min_timed_calls` suffice), chosen after each call returned, and on the last:
+from copies the child makes before the next call, compared once the slot is released
+(services.parent.defences.recheck), so the measurement holds the device for the timed calls alone.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class _Timer:
         # Candidate calls chosen for a re-check: the one whose output the next call copies aside in the child,
         # those copied (compared after the measurement) and the device memory the copies hold.
         self.chosen: defences.TimedCall | None = None
+        self.recheck_share = link.settings.recheck_fraction  # of kept candidate calls; set by warm_up
         self.retained: list[defences.TimedCall] = []
         self.retained_bytes = 0
 
@@ -131,7 +133,7 @@ class _Timer:
             record.guard_process(s.cand, "a timed call", processes=False)
             record.require_launches(h.launches, "a timed call")
             self.last_candidate = defences.TimedCall(seed, h.structure, h.digest)
-            if keep and s.defended and s.rng.random() < s.settings.recheck_fraction:
+            if keep and s.defended and s.rng.random() < self.recheck_share:
                 self._choose(self.last_candidate)
         if keep:
             self.samples[side].append(h.ms)
@@ -159,10 +161,11 @@ class _Timer:
         if self.retained:
             self.link.release(self.deadline, self.link.cand)
 
-    def warm_up(self, warm_ms: float, cap_s: float) -> tuple[int, float]:
+    def warm_up(self, warm_ms: float, cap_s: float) -> tuple[int, int]:
         """Calls by time on every side before any sample counts; returns the block length, about 25 ms of the
         slowest side's calls, the same for every side so that drift between blocks cancels, and the least calls
-        a side then makes (`stats.min_calls` of the slowest side's calls)."""
+        a side then makes (`stats.min_calls` of the slowest side's calls); fewer than `min_timed_calls` re-check
+        a larger share of the candidate's calls."""
         t = time.monotonic()
         slowest = 0.0
         for side in self.children:
@@ -176,7 +179,11 @@ class _Timer:
                     break
             slowest = max(slowest, spent / calls)
         s = self.link.settings
-        least = 3 if self.link.device == "cpu" else stats.min_calls(slowest, s.min_timed_calls, s.min_timed_ms)
+        least = 3
+        if self.link.device != "cpu":
+            least = stats.min_calls(slowest, s.min_timed_calls, s.min_timed_ms)
+            # As many re-checks as a measurement of `min_timed_calls` calls expects, however few this one needs.
+            self.recheck_share = min(1.0, s.recheck_fraction * s.min_timed_calls / least)
         return max(2, min(50, int(25.0 / max(slowest, 1e-3)))), least
 
     def sample(self, sides: list[str], block: int, min_calls: int, cap_s: float) -> None:
