@@ -92,7 +92,7 @@ case $part in
     fi
     ;;
 7)
-    step repeat_small 150 "$py" bench/eval_wall.py repeat --device cuda
+    step repeat_small_no_floor 150 env KERNELGYM_TARGET_CI_TICKS=0 "$py" bench/eval_wall.py repeat --device cuda
     step repeat_small_floor 150 env KERNELGYM_TARGET_CI_TICKS=1.6 "$py" bench/eval_wall.py repeat --device cuda
     ;;
 8)

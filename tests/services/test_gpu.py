@@ -28,6 +28,7 @@ from services import sandbox
 from services.errors import ReferenceFailed
 from services.problems import Problem
 from services.schema import EvalOptions, Verdict
+from services.stats import stop_target
 from services.timing_cache import MemoryTimingStore
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
@@ -156,9 +157,11 @@ def test_adaptive_timing_reports_the_precision_it_reached(evaluator, relu):
     result = evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), EvalOptions(device="cuda")).result
     cand, ref = result.candidate_runtime, result.reference_runtime
     assert result.verdict is Verdict.PASSED
-    assert cand.ci95_target_rel == ref.ci95_target_rel == 0.01
+    # The 1% target, or 1.6 ticks of the event timer where those are wider (a median of a few microseconds).
+    for side in (cand, ref):
+        assert side.ci95_target_rel == pytest.approx(stop_target(side.median_ms, 0.01, 3.2e-5, 1.6)), side
     # Precise, or stopped at a cap: the width reached is reported either way.
-    assert cand.ci95_rel_halfwidth <= 0.01 or cand.trials >= 2000 or result.phases["timing"] >= 10
+    assert cand.ci95_rel_halfwidth <= cand.ci95_target_rel or cand.trials >= 2000 or result.phases["timing"] >= 10
     assert ref.processes == 1 and cand.processes == 1  # no timing store: nothing to amortise more processes over
 
 
@@ -171,7 +174,7 @@ def test_the_launch_shield_keeps_host_time_out_of_a_microsecond_kernels_samples(
     assert result.verdict is Verdict.PASSED
     assert cand.launch_shield_cycles >= 1_000_000
     assert cand.uncovered_calls <= 0.05 * cand.trials, cand
-    assert cand.ci95_rel_halfwidth <= 0.01 and cand.trials < 500, cand
+    assert cand.ci95_rel_halfwidth <= cand.ci95_target_rel and cand.trials < 500, cand
 
 
 def test_a_stored_reference_timing_is_reused_by_the_next_candidates(evaluator, relu):
