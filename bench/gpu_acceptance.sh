@@ -103,7 +103,7 @@ case $part in
         --share-references
     ;;
 10)
-    step throughput_gpus 570 "$py" bench/service_throughput.py --serial 0 --pipelined 12 --gpus 1,2 \
+    step throughput_gpus 570 "$py" bench/service_throughput.py --serial 0 --pipelined 12 --gpus "${THROUGHPUT_GPUS:-1,2}" \
         --share-references --logs "$out/throughput-gpus-logs"
     ;;
 11)
