@@ -74,6 +74,17 @@ def relu_candidate(forward_body: str, extra: str = "") -> str:
     )
 
 
+# A ReLU candidate whose Triton kernel reads and writes a terabyte past its buffers: an illegal memory access.
+WILD_ACCESS = relu_candidate(
+    "out = torch.empty_like(x)\n_wild[(1,)](x, out, 1 << 40, BLOCK=128)\ntorch.cuda.synchronize()\nreturn out",
+    """
+@triton.jit
+def _wild(x_ptr, out_ptr, far, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK) + far
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+""",
+)
+
 # An autotuned ReLU: 12 configs, each compiled (and on a GPU benchmarked) at the first call.
 AUTOTUNED = """
 @triton.autotune(

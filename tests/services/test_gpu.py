@@ -17,6 +17,7 @@ from helpers import (
     IN_PLACE_KERNEL,
     IN_PLACE_REFERENCE,
     TUNED_BODY,
+    WILD_ACCESS,
     bundled_source,
     relu_candidate,
     unique,
@@ -50,14 +51,7 @@ def test_honest_kernel_passes_with_timing(evaluator, problems, problem_id):
 
 
 def test_illegal_memory_access_is_a_clear_verdict_and_next_evaluation_unaffected(evaluator, relu):
-    extra = """
-@triton.jit
-def _wild(x_ptr, out_ptr, far, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK) + far
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
-"""
-    body = "out = torch.empty_like(x)\n_wild[(1,)](x, out, 1 << 40, BLOCK=128)\ntorch.cuda.synchronize()\nreturn out"
-    result = evaluator.evaluate(relu, relu_candidate(body, extra), NO_TIMING).result
+    result = evaluator.evaluate(relu, WILD_ACCESS, NO_TIMING).result
     assert result.verdict in (Verdict.RUNTIME_ERROR, Verdict.CRASHED)
     assert evaluator.evaluate(relu, bundled_source("level1/1_ReLU"), NO_TIMING).result.verdict is Verdict.PASSED
 
