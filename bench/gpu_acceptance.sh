@@ -105,6 +105,7 @@ case $part in
 10)
     step throughput_gpus 570 "$py" bench/service_throughput.py --serial 0 --pipelined 12 --gpus "${THROUGHPUT_GPUS:-1,2}" \
         --share-references --logs "$out/throughput-gpus-logs"
+    step fault_isolation_gpus 240 "$py" -m pytest -q -p no:cacheprovider tests/gym_worker/test_fault_isolation.py
     ;;
 11)
     step neighbours 400 "$py" bench/eval_wall.py repeat --device cuda --times 60 --neighbour none,contexts,evaluator
