@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 import threading
 import time
@@ -41,6 +42,15 @@ def get_inputs():
 def get_init_inputs():
     {init_body}
 """
+
+
+def reduced(source: str, sizes: dict[str, str]) -> str:
+    """A KernelBench problem with its size lines replaced (published line -> reduced line; trailing spaces
+    ignored), small enough for the interpreter. Each published line must occur exactly once."""
+    for published, small in sizes.items():
+        source, n = re.subn(rf"^{re.escape(published)}[ \t]*$", small, source, flags=re.M)
+        assert n == 1, f"no single line {published!r} to reduce"
+    return source
 
 
 RELU_PREAMBLE = """

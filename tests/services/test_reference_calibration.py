@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import reduced
 
 from services.parent.defences import repeated_seeds
 from services.problems import Problem, ProblemSet
@@ -300,10 +301,7 @@ def test_the_honest_kernel_of_each_output_easy_to_get_wrong_passes(evaluator, na
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason="KernelBench's problems are not fetched into .kb/KernelBench")
 @pytest.mark.parametrize("problem_id", sorted(REDUCED_SIZES))
 def test_the_honest_kernel_of_kernelbench_level1_94_to_100_passes_at_a_reduced_size(evaluator, problem_id):
-    source = ProblemSet(KERNELBENCH).load(problem_id).source
-    for published, reduced in REDUCED_SIZES[problem_id].items():
-        assert source.count(f"\n{published}\n") == 1, f"{problem_id}: no line {published!r} to reduce"
-        source = source.replace(f"\n{published}\n", f"\n{reduced}\n")
+    source = reduced(ProblemSet(KERNELBENCH).load(problem_id).source, REDUCED_SIZES[problem_id])
     candidate = (KERNELBENCH_KERNELS / f"{problem_id}.py").read_text()
     result = evaluator.evaluate(Problem(f"{problem_id}_reduced", source), candidate, CPU).result
     assert result.verdict is Verdict.PASSED, result.feedback
