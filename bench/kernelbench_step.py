@@ -4,6 +4,8 @@ sizes, several distinct samples each, every problem's samples sent together in o
     python bench/kernelbench_step.py --kernelbench .kb/KernelBench --gpus 1,4 --json step.json
     python bench/kernelbench_step.py --kernelbench .kb/KernelBench --problems 60 --samples 8 --gpus 1
     python bench/kernelbench_step.py --kernelbench .kb/KernelBench --only 'level1/19_*,level2/12_*' --gpus 1
+    python bench/kernelbench_step.py --kernelbench .kb/KernelBench --gpus 1 \
+        --settings 'default;KERNELGYM_MIN_TIMED_MS=1e9 KERNELGYM_REFERENCE_MIN_PROCESSES=5 KERNELGYM_TARGET_CI_TICKS=0'
     python bench/kernelbench_step.py --device-class cpu --problems-dir services/bundled/problems --problems 2
 
 Problems (read in place, never copied): `--problems N` of `--levels` (default 1,2), split evenly between the
@@ -15,7 +17,9 @@ the level's numbering. `--only` (comma-separated ids or fnmatch patterns) names 
   * a third are incorrect: the reference's outputs through a Triton kernel that adds one; expected `incorrect`;
   * the rest are correct: the honest kernel where `--kernels` has one, else the reference's outputs through a
     Triton copy (bench/reference_sweep.py's COPY, correct but lazy); expected `passed`.
-Each `--gpus` count is a mode on a fresh stack (service_throughput.run_mode: its own Redis, a worker per GPU).
+Each `--gpus` count is a mode on a fresh stack (service_throughput.run_mode: its own Redis, a worker per GPU), for
+each of `--settings` (';'-separated, each `default` or space-separated KERNELGYM_*=value for the workers): the
+second example compares the default sampling with 20 calls a side, 5 reference processes and no tick floor.
 By default the batch meets references nobody has timed, as a step on new prompts does; `--warm` first runs
 service_throughput's uncounted pass of correct samples, which times and stores them.
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import fnmatch
+import itertools
 import json
 import uuid
 from pathlib import Path
@@ -187,7 +192,8 @@ def _right(kind: str, counts: dict[str, int]) -> bool:
 
 def mode_line(row: dict) -> dict:
     """The one-line report of a mode."""
-    keys = ("mode", "gpus", "gpu", "evaluations", "wall_s", "per_minute", "per_minute_per_gpu", "verdicts")
+    keys = ("mode", "gpus", "settings", "gpu", "evaluations", "wall_s", "per_minute", "per_minute_per_gpu")
+    keys += ("verdicts",)
     return {
         **{key: row[key] for key in keys},
         "verdicts_by_kind": row["verdicts_by_kind"],
@@ -198,16 +204,29 @@ def mode_line(row: dict) -> dict:
     }
 
 
+def parse_settings(text: str) -> list[dict[str, str]]:
+    """`--settings`: ';'-separated modes, each `default` or space-separated KERNELGYM_*=value pairs."""
+    modes = []
+    for mode in text.split(";"):
+        pairs = [] if mode.strip() == "default" else mode.split()
+        bad = [p for p in pairs if not p.startswith("KERNELGYM_") or "=" not in p]
+        if bad or not (pairs or mode.strip() == "default"):
+            raise SystemExit(f"--settings: {mode!r} is neither `default` nor KERNELGYM_*=value pairs")
+        modes.append(dict(p.split("=", 1) for p in pairs))
+    return modes
+
+
 def step_summary(rows: list[dict]) -> dict:
-    """Each mode's rate against the one-GPU mode's, and (with several modes) how far each problem's median speedup
-    moved from the first mode's (service_throughput.summary)."""
-    one = next((r["per_minute"] for r in rows if r["gpus"] == 1), None)
+    """Each mode's rate against the one-GPU mode of its settings, and (with several modes) how far each problem's
+    median speedup moved from the first mode's (service_throughput.summary)."""
+    one = {r["settings"]: r["per_minute"] for r in reversed(rows) if r["gpus"] == 1}
     modes = {
         r["mode"]: {
             "gpus": r["gpus"],
+            "settings": r["settings"],
             "per_minute": r["per_minute"],
             "per_minute_per_gpu": r["per_minute_per_gpu"],
-            "vs_one_gpu": round(r["per_minute"] / one, 2) if one else None,
+            "vs_one_gpu": round(r["per_minute"] / one[r["settings"]], 2) if r["settings"] in one else None,
             "problems_right": f"{r['problem_check']['right']}/{r['problem_check']['problems']}",
             "unexpected_verdicts": len(r["not_passed"]),
         }
@@ -234,6 +253,9 @@ def parse_args() -> argparse.Namespace:
         help="honest kernels by problem id (default: bench/kernels/kernelbench; the bundled problems' own)",
     )
     parser.add_argument("--gpus", default="1", help="comma-separated numbers of GPUs, one mode each, from --gpu")
+    parser.add_argument(
+        "--settings", default="default", help="';'-separated worker settings, one mode each per --gpus count"
+    )
     parser.add_argument("--gpu", type=int, default=0, help="the first GPU's index (ignored with --device-class cpu)")
     parser.add_argument("--device-class", default="gpu", help="`cpu` runs the same path with the interpreter")
     parser.add_argument("--warm-children", type=int, default=4, help="KERNELGYM_WARM_CHILDREN of the workers")
@@ -265,20 +287,22 @@ def main() -> None:
     print(json.dumps({**head, "ids": ids}), flush=True)
     env = {"KERNELGYM_WARM_CHILDREN": str(args.warm_children)}
     counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
+    settings = parse_settings(args.settings)
     rows: list[dict] = []
     references: dict[bytes, tuple[bytes, int]] = {}
-    for gpus in counts:
+    for gpus, (n, extra) in itertools.product(counts, enumerate(settings)):
         row = run_mode(
-            f"step-gpus-{gpus}",
+            f"step-gpus-{gpus}" + (f"-settings-{n}" if len(settings) > 1 else ""),
             problems,
             args.samples,
             args,
-            env,
+            {**env, **extra},
             references,
             gpus,
             batch=lambda gym: step_batch(gym, problems, args.samples),
             expected=expected,
         )
+        row |= {"settings": " ".join(f"{k}={v}" for k, v in extra.items()) or "default"}
         row |= {"verdicts_by_kind": verdicts_by_kind(row), "problem_check": problem_check(row)}
         print(json.dumps(mode_line(row)), flush=True)
         rows.append(row)

@@ -24,32 +24,44 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     out = tmp_path / "step.json"
     args = ["--device-class", "cpu", "--problems-dir", str(BUNDLED_PROBLEMS), "--problems", "2"]
     args += ["--kernels", str(kernels), "--warm-children", "2", "--json", str(out)]
+    # A second mode whose workers time each reference in one process: the settings reach them.
+    args += ["--settings", "default;KERNELGYM_CPU_REFERENCE_PROCESSES=1"]
     env = {**os.environ, **WORKER_ENV, "KERNELGYM_CPU_REFERENCE_PROCESSES": "2"}
-    done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True, text=True, timeout=240)
+    done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-4000:]
 
     report = json.loads(out.read_text())
     assert report["ids"] == ["level1/1_ReLU", "level2/1_Linear_Bias_ReLU"]
-    (row,) = report["rows"]
-    assert row["evaluations"] == 12
-    assert row["verdicts_by_kind"] == {
-        "copy": {"passed": 2},
-        "honest": {"passed": 2},
-        "incorrect": {"incorrect": 4},
-        "no_model_new": {"compile_error": 1},
-        "triton_compile_error": {"compile_error": 1},
-        "unparsable": {"compile_error": 2},
-    }
+    row, other = report["rows"]
+    assert row["evaluations"] == other["evaluations"] == 12
+    assert (
+        row["verdicts_by_kind"]
+        == other["verdicts_by_kind"]
+        == {
+            "copy": {"passed": 2},
+            "honest": {"passed": 2},
+            "incorrect": {"incorrect": 4},
+            "no_model_new": {"compile_error": 1},
+            "triton_compile_error": {"compile_error": 1},
+            "unparsable": {"compile_error": 2},
+        }
+    )
     assert row["not_passed"] == []
     assert row["problem_check"] == {"problems": 2, "right": 2, "wrong": {}}
     shares = row["stage_share"]
     assert shares["correctness"] > 0 and shares["timing"] > 0 and shares["other"] >= 0, shares
-    assert report["summary"]["modes"]["step-gpus-1"]["vs_one_gpu"] == 1.0
+    modes = report["summary"]["modes"]
+    assert {mode: m["vs_one_gpu"] for mode, m in modes.items()} == {
+        "step-gpus-1-settings-0": 1.0,
+        "step-gpus-1-settings-1": 1.0,
+    }
+    assert modes["step-gpus-1-settings-1"]["settings"] == "KERNELGYM_CPU_REFERENCE_PROCESSES=1"
     # Each problem's reference is timed in full once, in two processes, while its other correct sample waits.
     fresh = row["new_references"]
     assert (fresh["problems"], fresh["timed_more_than_once"], fresh["processes"]) == (2, [], {"2": 2}), fresh
     assert 0 < fresh["more_processes_s"]["median"] <= fresh["whole_hold_s"]["median"], fresh
+    assert other["new_references"] == {"evaluations": 0}  # one process: none timed in more
 
     lines = [json.loads(line) for line in done.stdout.splitlines()]
-    assert [line.get("mode") for line in lines[1:-1]] == ["step-gpus-1"] and "summary" in lines[-1]
+    assert [line.get("mode") for line in lines[1:-1]] == list(modes) and "summary" in lines[-1]
     assert lines[1]["unexpected_verdicts"] == [] and lines[1]["per_minute"] > 0
