@@ -270,6 +270,7 @@ def parse_args() -> argparse.Namespace:
     if args.kernels is None:
         args.kernels = BUNDLED_KERNELS if args.root == BUNDLED_PROBLEMS.resolve() else KB_KERNELS
     args.cold = not args.warm
+    args.settings = parse_settings(args.settings)
     if args.device_class == "cpu":
         args.gpu = None
     return args
@@ -287,7 +288,7 @@ def main() -> None:
     print(json.dumps({**head, "ids": ids}), flush=True)
     env = {"KERNELGYM_WARM_CHILDREN": str(args.warm_children)}
     counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
-    settings = parse_settings(args.settings)
+    settings = args.settings
     rows: list[dict] = []
     references: dict[bytes, tuple[bytes, int]] = {}
     for gpus, (n, extra) in itertools.product(counts, enumerate(settings)):
