@@ -124,7 +124,7 @@ case $part in
     ;;
 15)
     step kernelbench_step 585 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
-        --gpus "${STEP_GPUS:-1,4}" --samples 3 --json "$out/kernelbench_step.json" --logs "$out/kernelbench-step-logs"
+        --gpus "${STEP_GPUS:-1,4}" --settings "${STEP_SETTINGS:-default}" --samples 3 --json "$out/kernelbench_step.json" --logs "$out/kernelbench-step-logs"
     ;;
 16)
     step calibration_slow 570 "$py" bench/service_throughput.py --problems bench/problems/calibration \
