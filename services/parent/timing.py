@@ -3,11 +3,13 @@
 Each call is timed by CUDA events in its child and checked against the parent's own wall clock around the
 request; the per-call time outside the events (and how much longer a device-wide sync waits than the stream
 sync) is kept for the wall-clock defences. Sampling is adaptive: it stops once the 95% CI of every timed
-side's median is within `target_ci_rel` (or `target_ci_ticks` ticks of the timer, where wider), or at a cap
-(calls or wall time), and each side reports the width it reached and the target it had. A reference side is
-timed in several processes (`reference_processes`) and reported as the mean of their medians, because one
-process's median is not the reference's time; a stored reference timing is reused unless a few fresh calls put
-its median outside the range of its per-process medians with 95% confidence, and timed again when they do.
+side's median is within `target_ci_rel` (or `target_ci_ticks` ticks of the timer, where wider) and each side has
+made its least calls (`min_timed_calls`, fewer for slow calls: `min_timed_ms`), or at a cap (calls or wall time),
+and each side reports the width it reached and the target it had. A reference side is timed in several processes
+(from `reference_min_processes` up to `reference_processes`, by the precision of their mean) and reported as the
+mean of their medians, because one process's median is not the reference's time; a stored reference timing is
+reused unless a few fresh calls put its median outside the range of its per-process medians with 95% confidence,
+and timed again when they do.
 The candidate is timed in its one process; its median estimates the same per-process quantity.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
