@@ -219,7 +219,10 @@ def parse_settings(text: str) -> list[dict[str, str]]:
 def step_summary(rows: list[dict]) -> dict:
     """Each mode's rate against the one-GPU mode of its settings, and (with several modes) how far each problem's
     median speedup moved from the first mode's (service_throughput.summary)."""
-    one = {r["settings"]: r["per_minute"] for r in reversed(rows) if r["gpus"] == 1}
+    one: dict[str, float] = {}  # settings -> the rate of their first one-GPU mode
+    for r in rows:
+        if r["gpus"] == 1:
+            one.setdefault(r["settings"], r["per_minute"])
     modes = {
         r["mode"]: {
             "gpus": r["gpus"],
@@ -288,12 +291,11 @@ def main() -> None:
     print(json.dumps({**head, "ids": ids}), flush=True)
     env = {"KERNELGYM_WARM_CHILDREN": str(args.warm_children)}
     counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
-    settings = args.settings
     rows: list[dict] = []
     references: dict[bytes, tuple[bytes, int]] = {}
-    for gpus, (n, extra) in itertools.product(counts, enumerate(settings)):
+    for gpus, (n, extra) in itertools.product(counts, enumerate(args.settings)):
         row = run_mode(
-            f"step-gpus-{gpus}" + (f"-settings-{n}" if len(settings) > 1 else ""),
+            f"step-gpus-{gpus}" + (f"-settings-{n}" if len(args.settings) > 1 else ""),
             problems,
             args.samples,
             args,

@@ -267,17 +267,17 @@ def new_references(labelled: list[tuple[str, dict]]) -> dict:
     problem, the label up to its " [" suffix (one, where candidates of a problem wait for the first's figure), in
     how many processes, and the device time: the hold while the reference was timed in more processes, and the
     evaluation's whole hold of the slot (its candidate's interleaved calls included)."""
-    timed = [
+    pairs = [
         (label.split(" [", 1)[0], r)
         for label, r in labelled
         if r.get("reference_runtime")
         and "reference" not in r.get("timings_from_cache", [])
         and r["reference_runtime"]["processes"] > 1
     ]
-    if not timed:
+    if not pairs:
         return {"evaluations": 0}
-    per_problem = Counter(problem for problem, _ in timed)
-    timed = [r for _, r in timed]
+    per_problem = Counter(problem for problem, _ in pairs)
+    timed = [r for _, r in pairs]
     hold = [sum(r["phases"].get(p, 0.0) for p in PHASES if p.startswith("timing_")) for r in timed]
     more = [r["phases"].get("timing_reference_processes", 0.0) for r in timed]
     return {

@@ -163,11 +163,14 @@ class _Timer:
         if self.retained:
             self.link.release(self.deadline, self.link.cand)
 
-    def warm_up(self, warm_ms: float, cap_s: float) -> tuple[int, int]:
-        """Calls by time on every side before any sample counts; returns the block length, about 25 ms of the
-        slowest side's calls, the same for every side so that drift between blocks cancels, and the least calls
-        a side then makes (`stats.min_calls` of the slowest side's calls); fewer than `min_timed_calls` re-check
-        a larger share of the candidate's calls."""
+    def warm_up(self, cap_s: float) -> tuple[int, int]:
+        """Calls by time on every side (`warmup_ms`; two calls on CPU) before any sample counts; returns the block
+        length, about 25 ms of the slowest side's calls, the same for every side so that drift between blocks
+        cancels, and the least calls a side then makes (`stats.min_calls` of the slowest side's calls); fewer than
+        `min_timed_calls` re-check a larger share of the candidate's calls."""
+        s = self.link.settings
+        cpu = self.link.device == "cpu"
+        warm_ms = 0.0 if cpu else s.warmup_ms
         t = time.monotonic()
         slowest = 0.0
         for side in self.children:
@@ -180,9 +183,8 @@ class _Timer:
                 if time.monotonic() - t > cap_s:
                     break
             slowest = max(slowest, spent / calls)
-        s = self.link.settings
         least = 3
-        if self.link.device != "cpu":
+        if not cpu:
             least = stats.min_calls(slowest, s.min_timed_calls, s.min_timed_ms)
             # As many re-checks as a measurement of `min_timed_calls` calls expects, however few this one needs.
             self.recheck_share = min(1.0, s.recheck_fraction * s.min_timed_calls / least)
@@ -224,7 +226,7 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
         held_s: dict[str, float] = {}
         lap = _laps(held_s)
         timer = _Timer(link, record, children, deadline, "time", plan.reference_output)
-        block, min_calls = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
+        block, min_calls = timer.warm_up(plan.cap_s)
         lap("warm_up")
         accepted = _revalidate(timer, plan.stored) if plan.stored else {}
         lap("revalidation")
@@ -335,7 +337,6 @@ def _other_processes(
     each is given its job and loaded outside the timing slot, then warmed up and sampled alone inside it, within
     its own `timing_timeout_s`. Returns their timers and how long they held the slot, in seconds."""
     s = link.settings
-    cpu = link.device == "cpu"
     # The evaluation's own children hold the device memory of their last calls until the stages after timing.
     link.release(time.monotonic() + s.timing_timeout_s, trim=True)
     found: list[_Timer] = []
@@ -355,10 +356,10 @@ def _other_processes(
             plan.start_reference(child)
             with link.slot():
                 began = time.monotonic()
-                deadline = time.monotonic() + s.timing_timeout_s
+                deadline = began + s.timing_timeout_s
                 variants = {side: (child, plan.sides[side][1]) for side in sides}
                 timer = _Timer(link, record, variants, deadline, f"time{len(timers)}", plan.reference_output)
-                block, min_calls = timer.warm_up(0.0 if cpu else s.warmup_ms, plan.cap_s)
+                block, min_calls = timer.warm_up(plan.cap_s)
                 timer.sample(sides, block, min_calls, plan.cap_s)
                 held += time.monotonic() - began
             found.append(timer)
