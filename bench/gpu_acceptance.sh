@@ -36,6 +36,10 @@
 #                                      # STEP_GPUS (default 1,4): 40 problems of levels 1-2, 3 samples each
 #   bench/gpu_acceptance.sh 16 "$OUT"  # the calibration problem whose output hardly depends on its inputs, 40
 #                                      # evaluations through the service (~7 min on an H100)
+#   bench/gpu_acceptance.sh 17 "$OUT"  # the one-GPU checks side by side on a host of 4 GPUs, a lane per GPU: 0 the
+#                                      # hack corpus; 1 the core GPU tests, then part 7; 2 part 16; 3 (KB required)
+#                                      # the honest level-2 kernels through the service at published sizes, then
+#                                      # the real-world corpus through the evaluator
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -47,7 +51,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-16}
+part=${1:?part 1-17}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -130,8 +134,35 @@ case $part in
     step calibration_slow 570 "$py" bench/service_throughput.py --problems bench/problems/calibration \
         --kernels bench/kernels/calibration --only uniform_mean --serial 0 --pipelined 40
     ;;
+17)
+    # The worker sets its own CUDA_VISIBLE_DEVICES from --gpu; the other lanes inherit theirs.
+    (
+        export CUDA_VISIBLE_DEVICES=0
+        step hacks_1 280 "$py" bench/hack_corpus.py --device cuda --shard 1/2 --json "$out/hacks_1.json"
+        step hacks_2 280 "$py" bench/hack_corpus.py --device cuda --shard 2/2 --json "$out/hacks_2.json"
+    ) &
+    (
+        export CUDA_VISIBLE_DEVICES=1
+        step test_gpu 270 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py \
+            tests/services/test_reference_sandbox.py tests/services/test_precompile.py
+        step repeat_small_no_floor 140 env KERNELGYM_TARGET_CI_TICKS=0 "$py" bench/eval_wall.py repeat --device cuda
+        step repeat_small_floor 140 env KERNELGYM_TARGET_CI_TICKS=1.6 "$py" bench/eval_wall.py repeat --device cuda
+    ) &
+    (
+        step calibration_slow 560 "$py" bench/service_throughput.py --gpu 2 --problems bench/problems/calibration \
+            --kernels bench/kernels/calibration --only uniform_mean --serial 0 --pipelined 40
+    ) &
+    (
+        step level2_honest 300 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
+            --levels 2 --only "$(cd bench/kernels/kernelbench && ls level2/*.py | sed 's/\.py$//' | paste -sd,)" \
+            --gpus 1 --gpu 3 --samples 3 --json "$out/level2_honest.json"
+        CUDA_VISIBLE_DEVICES=3 step realworld_eval 240 "$py" -m pytest -q -p no:cacheprovider -m gpu \
+            tests/services/test_realworld.py
+    ) &
+    wait
+    ;;
 *)
-    echo "part must be 1 to 16" >&2
+    echo "part must be 1 to 17" >&2
     exit 2
     ;;
 esac
