@@ -14,7 +14,8 @@ the level's numbering. `--only` (comma-separated ids or fnmatch patterns) names 
 `--samples K` (default 6), each made distinct by a unique comment so that no cache answers, its reference inline:
   * a third fail early, in turn: one that does not parse, one without `ModelNew`, one whose Triton kernel cannot
     compile (a call inside @triton.jit with an argument tl.load does not take); expected `compile_error`;
-  * a third are incorrect: the reference's outputs through a Triton kernel that adds one; expected `incorrect`;
+  * a third are incorrect: the reference's outputs x through a Triton kernel that writes 2x + 3 (adding one is
+    within tolerance where outputs are sums in the thousands, as level2/56's); expected `incorrect`;
   * the rest are correct: the honest kernel where `--kernels` has one, else the reference's outputs through a
     Triton copy (bench/reference_sweep.py's COPY, correct but lazy); expected `passed`.
 Each `--gpus` count is a mode on a fresh stack (service_throughput.run_mode: its own Redis, a worker per GPU), for
@@ -61,7 +62,7 @@ def _variant(old: str, new: str) -> str:
 UNPARSABLE = "\n\ndef _kg_unparsable(:\n    pass\n"
 NO_MODEL_NEW = _variant("class ModelNew(Model)", "class ModelCopy(Model)")
 TRITON_COMPILE_ERROR = _variant(_LOAD, "tl.load(src + offs, mask=offs < n, eviction=1)")
-ADD_ONE = _variant(_LOAD, f"{_LOAD} + 1")
+WRONG = _variant(_LOAD, f"{_LOAD} * 2 + 3")
 
 FAIL_EARLY = ("unparsable", "no_model_new", "triton_compile_error")
 EXPECTED = {
@@ -137,7 +138,7 @@ def sample_source(problem: dict, kind: str) -> str:
         "unparsable": problem["candidate"] + UNPARSABLE,
         "no_model_new": reference + NO_MODEL_NEW,
         "triton_compile_error": reference + TRITON_COMPILE_ERROR,
-        "incorrect": reference + ADD_ONE,
+        "incorrect": reference + WRONG,
     }[kind]
     return source + f"\n# {uuid.uuid4().hex}\n"
 
