@@ -40,6 +40,10 @@
 #                                      # hack corpus; 1 the core GPU tests, then part 7; 2 part 16; 3 (KB required)
 #                                      # the honest level-2 kernels through the service at published sizes, then
 #                                      # the real-world corpus through the evaluator
+#   bench/gpu_acceptance.sh 18 "$OUT"  # one-GPU RL steps on KernelBench (KB required) side by side, a lane per GPU,
+#                                      # each with its own settings (LANES: '|'-separated, default: the worker's
+#                                      # default, 3 and 4 in flight, the sampling of 20 calls and 5 processes);
+#                                      # STEP_PROBLEMS problems (default 32), 3 samples each
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -51,7 +55,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-17}
+part=${1:?part 1-18}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -161,8 +165,18 @@ case $part in
     ) &
     wait
     ;;
+18)
+    old_sampling="KERNELGYM_MIN_TIMED_MS=1e9 KERNELGYM_REFERENCE_MIN_PROCESSES=5 KERNELGYM_TARGET_CI_TICKS=0"
+    IFS='|' read -ra lanes <<<"${LANES:-default|KERNELGYM_WORKER_CONCURRENCY=3|KERNELGYM_WORKER_CONCURRENCY=4|$old_sampling}"
+    for i in "${!lanes[@]}"; do
+        step "step_lane_$i" 570 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
+            --problems "${STEP_PROBLEMS:-32}" --samples 3 --gpus 1 --gpu "$i" --settings "${lanes[$i]}" \
+            --json "$out/step_lane_$i.json" &
+    done
+    wait
+    ;;
 *)
-    echo "part must be 1 to 17" >&2
+    echo "part must be 1 to 18" >&2
     exit 2
     ;;
 esac
