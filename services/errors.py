@@ -54,12 +54,13 @@ class ChildError(Exception):
 
 
 class ChildDied(ChildError):
-    """The child exited or was killed; `reason` says how."""
+    """The child exited or was killed; `reason` says how, `status` its exit status where it exited."""
 
-    def __init__(self, reason: str, signal_name: str | None = None):
+    def __init__(self, reason: str, signal_name: str | None = None, status: int | None = None):
         super().__init__(reason)
         self.reason = reason
         self.signal_name = signal_name
+        self.status = status
 
 
 class ChildTimedOut(ChildError):

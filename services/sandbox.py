@@ -329,7 +329,7 @@ class Child:
         if code < 0:
             name = signal.Signals(-code).name
             return ChildDied(f"killed by {name}", signal_name=name)
-        return ChildDied(f"exited with status {code} without sending a result")
+        return ChildDied(f"exited with status {code} without sending a result", status=code)
 
     def kill(self) -> None:
         """Kill the child and every process below it, those that left its session included: stopped first, so

@@ -274,15 +274,21 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
 
     from services.errors import ProtocolError
     from services.protocol import channel
-    from services.protocol.messages import Job, Ready, parse_command, reply_header
+    from services.protocol.messages import START_NO_DEVICE_MEMORY, Job, Ready, parse_command, reply_header
     from services.schema import PROTOCOL_VERSION
 
     if device == "cuda":
         # Outside the device's slot: a measurement waits for every request in flight, and a context's creation
         # under load takes seconds, which kept the whole device idle behind it.
         stage("creating the CUDA context")
-        torch.cuda.init()
-        torch.empty(1, device="cuda")
+        try:
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+        except Exception as exc:  # torch.OutOfMemoryError or AcceleratorError, as the torch version has it
+            if "out of memory" not in str(exc):
+                raise
+            print(f"no device memory for a CUDA context: {exc}", file=sys.stderr)
+            raise SystemExit(START_NO_DEVICE_MEMORY) from None
     if device in ("cuda", "compiler"):
         stage("warming Triton")
         warm_triton_host()

@@ -8,8 +8,11 @@ from dataclasses import dataclass
 
 from services.errors import (
     ChildDied,
+    ChildError,
     ChildTimedOut,
+    DeviceMemoryShort,
     EarlyVerdict,
+    EvaluationError,
     InfrastructureFault,
     ProtocolError,
     ReferenceFailed,
@@ -19,7 +22,7 @@ from services.parent.record import Record
 from services.parent.references import KeptReferences
 from services.parsing import parse
 from services.problems import Problem
-from services.protocol.messages import Load, Loaded, command_header
+from services.protocol.messages import START_NO_DEVICE_MEMORY, Load, Loaded, command_header
 from services.sandbox import Child, ChildPool
 from services.schema import Check, CheckName, Verdict
 from services.static import triage
@@ -112,8 +115,16 @@ def _start_job(link: Link, child: Child, role: str, reference: str, candidate: s
         child.start_job(command_header(job), deadline)
     except (ChildDied, ChildTimedOut, ProtocolError) as exc:
         link.stop_if_cancelled()
-        output = child.output_tail()
-        raise InfrastructureFault(f"a {role} child failed to start: {exc}; output:\n{output}") from None
+        raise start_failure(role, exc, child.output_tail(), link.memory_shared) from None
+
+
+def start_failure(role: str, exc: ChildError, output: str, memory_shared: bool) -> EvaluationError:
+    """Whose fault a child's failure to start is, nothing of the request having run in it: the machine's, unless
+    its CUDA context found no device memory while other evaluations shared the device, which running again alone
+    settles (DeviceMemoryShort, not the problem's sizes)."""
+    if isinstance(exc, ChildDied) and exc.status == START_NO_DEVICE_MEMORY and memory_shared:
+        return DeviceMemoryShort(f"a {role} child found no device memory for its CUDA context", problem_sized=False)
+    return InfrastructureFault(f"a {role} child failed to start: {exc}; output:\n{output}")
 
 
 def load(link: Link, record: Record) -> None:
