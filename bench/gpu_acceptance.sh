@@ -33,7 +33,8 @@
 #   bench/gpu_acceptance.sh 14 "$OUT"  # two GPUs, 3 profiler sessions an evaluation (the default) against 1: does
 #                                      # the profile request's growth with a second GPU come from its sessions?
 #   bench/gpu_acceptance.sh 15 "$OUT"  # an RL step on KernelBench (KB required), a mode per GPU count of
-#                                      # STEP_GPUS (default 1,4): 40 problems of levels 1-2, 3 samples each
+#                                      # STEP_GPUS (default 1,4): 40 problems of levels 1-2, 3 samples each, each
+#                                      # mode counting what finished in its first STEP_CUT_MINUTES (default 3.5)
 #   bench/gpu_acceptance.sh 16 "$OUT"  # the calibration problem whose output hardly depends on its inputs, 40
 #                                      # evaluations through the service (~7 min on an H100)
 #   bench/gpu_acceptance.sh 17 "$OUT"  # the one-GPU checks side by side on a host of 4 GPUs, a lane per GPU: 0 the
@@ -43,7 +44,8 @@
 #   bench/gpu_acceptance.sh 18 "$OUT"  # one-GPU RL steps on KernelBench (KB required) side by side, a lane per GPU,
 #                                      # each with its own settings (LANES: '|'-separated, default: the worker's
 #                                      # default, 3 and 4 in flight, the sampling of 20 calls and 5 processes);
-#                                      # STEP_PROBLEMS problems (default 32), 3 samples each
+#                                      # STEP_PROBLEMS problems (default 32), 3 samples each, counted for
+#                                      # STEP_CUT_MINUTES (default 7.5)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -132,7 +134,8 @@ case $part in
     ;;
 15)
     step kernelbench_step 585 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
-        --gpus "${STEP_GPUS:-1,4}" --settings "${STEP_SETTINGS:-default}" --samples 3 --json "$out/kernelbench_step.json" --logs "$out/kernelbench-step-logs"
+        --gpus "${STEP_GPUS:-1,4}" --settings "${STEP_SETTINGS:-default}" --samples 3 --cut-minutes "${STEP_CUT_MINUTES:-3.5}" \
+        --json "$out/kernelbench_step.json" --logs "$out/kernelbench-step-logs"
     ;;
 16)
     step calibration_slow 570 "$py" bench/service_throughput.py --problems bench/problems/calibration \
@@ -171,7 +174,7 @@ case $part in
     for i in "${!lanes[@]}"; do
         step "step_lane_$i" 570 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
             --problems "${STEP_PROBLEMS:-32}" --samples 3 --gpus 1 --gpu "$i" --settings "${lanes[$i]}" \
-            --json "$out/step_lane_$i.json" &
+            --cut-minutes "${STEP_CUT_MINUTES:-7.5}" --json "$out/step_lane_$i.json" &
     done
     wait
     ;;

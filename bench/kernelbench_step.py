@@ -24,6 +24,9 @@ second example compares the default sampling with 20 calls a side, 5 reference p
 By default the batch meets references nobody has timed, as a step on new prompts does; `--warm` first runs
 service_throughput's uncounted pass of correct samples, which times and stores them.
 
+`--cut-minutes M` counts only what finished in a mode's first M minutes (the rest reported as `unfinished`):
+the rate of a mode too long for the time at hand, from the same start as a whole one.
+
 Prints each mode's progress on stderr, one JSON line per mode (evaluations per minute, overall and per GPU;
 verdicts, overall and by sample kind; each stage's share of the evaluations' time, from their `phases`; the
 per-problem check: its correct samples passed and no other did, with the samples whose verdict was not the
@@ -193,7 +196,17 @@ def _right(kind: str, counts: dict[str, int]) -> bool:
 
 def mode_line(row: dict) -> dict:
     """The one-line report of a mode."""
-    keys = ("mode", "gpus", "settings", "gpu", "evaluations", "wall_s", "per_minute", "per_minute_per_gpu")
+    keys = (
+        "mode",
+        "gpus",
+        "settings",
+        "gpu",
+        "evaluations",
+        "unfinished",
+        "wall_s",
+        "per_minute",
+        "per_minute_per_gpu",
+    )
     keys += ("verdicts",)
     return {
         **{key: row[key] for key in keys},
@@ -267,6 +280,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--share-references", action="store_true", help="with --warm: the first mode's reference timings serve all"
     )
+    parser.add_argument(
+        "--cut-minutes",
+        type=float,
+        help="count each mode's evaluations finished this many minutes after its batch went in (the rest are "
+        "reported as unfinished): a rate from a mode longer than the time at hand",
+    )
     parser.add_argument("--logs", type=Path, help="keep each stack's Redis, gateway and worker logs here")
     parser.add_argument("--json", type=Path, help="write every mode's whole row and the summary here")
     args = parser.parse_args()
@@ -305,6 +324,7 @@ def main() -> None:
             gpus,
             batch=lambda gym: step_batch(gym, problems, args.samples),
             expected=expected,
+            cut_s=None if args.cut_minutes is None else 60 * args.cut_minutes,
         )
         row |= {"settings": " ".join(f"{k}={v}" for k, v in extra.items()) or "default"}
         row |= {"verdicts_by_kind": verdicts_by_kind(row), "problem_check": problem_check(row)}

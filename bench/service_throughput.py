@@ -343,11 +343,14 @@ def run_mode(
     gpus: int = 1,
     batch: Callable[[KernelGymClient], list[tuple[str, dict]]] | None = None,
     expected: Callable[[str], str] = expected_outcome,
+    cut_s: float | None = None,
 ) -> dict:
     """One mode on a fresh stack with a worker on each of `gpus` GPUs. `references`: reference timings to start
     from, filled with the ones this mode stored when it is empty and --share-references is on. `batch`: the
     counted submissions with their labels (default: `per_problem` honest and `--wrong` wrong ones per problem);
-    `expected`: the verdict a label should get."""
+    `expected`: the verdict a label should get. `cut_s`: count only the evaluations finished this many seconds
+    after the batch went in (the rest are `unfinished`), so that a mode longer than the time at hand still
+    yields its rate."""
     env = {"KERNELGYM_BATCH_MAX": "1024", **env}
     workdir = args.logs / name if args.logs else None
     began = time.monotonic()
@@ -379,9 +382,12 @@ def run_mode(
             cpu_before = host_cpu()
             t0 = time.monotonic()
             submitted = gym.evaluate_batch([b for _, b in jobs], wait=0)
+            cut = t0 + (3600 if cut_s is None else cut_s)
             finished = []
             for (label, _), e in zip(jobs, submitted, strict=True):
-                finished.append(done := gym.wait(e.id, timeout=3600))
+                finished.append(done := gym.wait(e.id, timeout=max(0.0, cut - time.monotonic())))
+                if not done.finished:  # past the cut: its state now, not counted
+                    continue
                 if done.verdict != expected(label):  # now, so that a run cut at its limit still says why
                     progress(name, f"{label}: {done.verdict or done.status}: {done.feedback[-600:]!r}", began)
                 if len(finished) % 40 == 0 and len(finished) < len(jobs):
@@ -389,7 +395,12 @@ def run_mode(
                     progress(name, f"{len(finished)} of {len(jobs)} results {json.dumps(so_far)}", began)
             wall = time.monotonic() - t0
             cpu_after = host_cpu()
-            progress(name, "batch done", began)
+            counted = [(job, e) for job, e in zip(jobs, finished, strict=True) if e.finished]
+            unfinished = len(jobs) - len(counted)
+            if not counted:
+                raise RuntimeError(f"{name}: no evaluation finished within the cut of {cut_s} s")
+            jobs, finished = [job for job, _ in counted], [e for _, e in counted]
+            progress(name, f"batch done ({unfinished} unfinished)" if unfinished else "batch done", began)
         slot = slot_use(stack.dir, before, len(jobs))
     results = [e.result for e in finished if e.result]
     by_problem = verdict_counts(jobs, finished)
@@ -407,6 +418,7 @@ def run_mode(
         "gpus": gpus,
         "pool_processes": processes,
         "evaluations": len(jobs),
+        "unfinished": unfinished,
         "wall_s": round(wall, 2),
         "per_minute": round(60 * len(jobs) / wall, 2),
         "per_minute_per_gpu": round(60 * len(jobs) / wall / gpus, 2),

@@ -34,6 +34,7 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     assert report["ids"] == ["level1/1_ReLU", "level2/1_Linear_Bias_ReLU"]
     row, other = report["rows"]
     assert row["evaluations"] == other["evaluations"] == 12
+    assert row["unfinished"] == other["unfinished"] == 0  # no --cut-minutes: every evaluation counted
     assert (
         row["verdicts_by_kind"]
         == other["verdicts_by_kind"]
@@ -65,3 +66,12 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line.get("mode") for line in lines[1:-1]] == list(modes) and "summary" in lines[-1]
     assert lines[1]["unexpected_verdicts"] == [] and lines[1]["per_minute"] > 0
+
+
+def test_a_cut_before_any_evaluation_finished_says_so_rather_than_reporting_a_rate(tmp_path):
+    args = ["--device-class", "cpu", "--problems-dir", str(BUNDLED_PROBLEMS), "--problems", "1", "--samples", "3"]
+    args += ["--warm-children", "1", "--cut-minutes", "0.0001", "--json", str(tmp_path / "step.json")]
+    env = {**os.environ, **WORKER_ENV}
+    done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "no evaluation finished within the cut of 0.006 s" in done.stderr
