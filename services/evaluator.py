@@ -214,12 +214,14 @@ class Evaluator:
             stored.release()
             io = sum(checked.io_bytes)
             # Not after a failure of the machine's, the reference's, or a cancellation (`ended` unset), and only
-            # where its tensors were small: an idle child keeps what its caching allocator holds.
-            if ended and io <= SMALL_TENSOR_BYTES and (child := link.keep_reference()):
+            # up to `reference_keep_max_mb` of tensors: an idle child keeps what its caching allocator holds, all
+            # of it where its tensors were small, its model and context alone where they were not (trimmed).
+            small = io <= SMALL_TENSOR_BYTES
+            if ended and io <= s.reference_keep_max_mb << 20 and (child := link.keep_reference(trim=not small)):
                 self.references.keep(self.references.key(link.device, problem), child)
             # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
             # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.
-            network = link.close(light=link.memory_shared and 0 < io <= SMALL_TENSOR_BYTES)
+            network = link.close(light=link.memory_shared and io > 0 and small)
             if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
                 phases["compile"] = link.compile_total_s
                 phases["first_call"] = checked.first_call_s

@@ -289,6 +289,13 @@ class EvalSettings(BaseSettings):
         "(services.parent.references), least recently used first out; each holds a CUDA context and its cache. "
         "0: a fresh reference child every evaluation.",
     )
+    reference_keep_max_mb: int = Field(
+        256,
+        ge=0,
+        description="Largest tensors (MB, a correctness call's inputs and outputs) after which a reference child is "
+        "still kept; one whose tensors passed 256 MB returns its cached device memory first and holds only its "
+        "model and CUDA context while idle. The default keeps none of KernelBench's published sizes (gigabytes).",
+    )
     fork_children: bool = Field(
         True,
         description="Fork children from a zygote that has imported torch and Triton once (services.zygote), "

@@ -207,17 +207,17 @@ class Link:
         child.close()
         self.others.remove(child)
 
-    def keep_reference(self) -> Child | None:
+    def keep_reference(self, trim: bool = False) -> Child | None:
         """The reference child, taken out of this link for the next evaluation of its problem once it has
-        released its tensors (services.parent.references); None where it cannot serve another: it failed, was
-        killed, or does not answer the release."""
+        released its tensors (services.parent.references), and with `trim` its cached device memory; None where
+        it cannot serve another: it failed, was killed, or does not answer the release."""
         child = self.ref
         # torch.compile's caches of the compiled reference would grow with every job: such a child is not kept.
         # Nor one with a process left below it: what a job started dies with that job.
         if child is None or self.options.compare_compile or not child.idle() or child.descendants():
             return None
         try:
-            self.release(time.monotonic() + self.settings.load_timeout_s, child)
+            self.release(time.monotonic() + self.settings.load_timeout_s, child, trim=trim)
         except (ReferenceFailed, EvaluationCancelled, DeviceMemoryShort):
             return None
         self.ref = None

@@ -75,6 +75,16 @@ def test_a_reference_is_still_kept_after_its_candidate_failed(keeping, problems)
     assert evaluation.result.verdict.value == "passed" and evaluation.diagnostics.reference_kept
 
 
+def test_a_reference_whose_tensors_passed_the_keep_limit_is_not_kept(keeping, problems, monkeypatch):
+    relu = problems.load(RELU)
+    keeping.references.close()
+    monkeypatch.setattr(keeping, "settings", keeping.settings.model_copy(update={"reference_keep_max_mb": 0}))
+    first = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    second = keeping.evaluate(relu, bundled_source(RELU), OPTIONS)
+    assert [first.result.verdict.value, second.result.verdict.value] == ["passed", "passed"]
+    assert not second.diagnostics.reference_kept and _kept_pids(keeping) == []
+
+
 def _job(role: str, reference: str, candidate: str | None = None) -> dict:
     job = Job(
         nonce="n" * 32,
