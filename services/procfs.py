@@ -3,20 +3,83 @@ changes. Standard library only: the zygote (services.child.zygote) reads it befo
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from collections.abc import Iterator
+
+# Passes of kill_tree over a process's descendants: each kills every one found; a fork bomb needs a few.
+_KILL_PASSES = 16
+# The kernel marks every thread of a dying process PF_EXITING (flags, field 9 of its stat) before the process's
+# descriptors close, so whoever reads EOF from one of them can already tell it died.
+_PF_EXITING = 0x4
 
 
 def processes() -> Iterator[tuple[int, int, bytes]]:
     """(pid, parent pid, state) of every process, from fields 1, 4 and 3 of /proc/<pid>/stat; one that ends while
     it is read is left out."""
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        yield int(entry), int(fields[1]), fields[0]
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            yield int(entry), int(fields[1]), fields[0]
+
+
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat from the third (the state) on, after the command's name, whatever that
+    holds; None where there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def trees(roots: set[int]) -> dict[int, list[int]]:
+    """Each root in `roots` with every live descendant it has (zombies left out: they run nothing), in one pass
+    over /proc (a pass reads every process's stat, milliseconds on a busy host). Descendants by parent links, not
+    by session: a process that calls `setsid` leaves its session, never its ancestry, and a child is a subreaper
+    (services.child.boot), so an orphan stays below it."""
+    children: dict[int, list[int]] = {}
+    live: set[int] = set()
+    for pid, parent, state in processes():
+        children.setdefault(parent, []).append(pid)
+        if state != b"Z":
+            live.add(pid)
+    found: dict[int, list[int]] = {}
+    for root in roots:
+        tree, todo = [root], list(children.get(root, ()))
+        while todo:
+            pid = todo.pop()
+            if pid in live:
+                tree.append(pid)
+            todo.extend(children.get(pid, ()))
+        found[root] = tree
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """Kill `pid` and every process below it: stopped first, so that it forks nothing more and, a subreaper, keeps
+    the orphans of the descendants killed below it; then its descendants, again until none is left; then it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGSTOP)
+    for _ in range(_KILL_PASSES):
+        below = trees({pid})[pid][1:]
+        if not below:
+            break
+        for p in below:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie (a container's init may never reap an orphan)."""
+    fields = _stat(pid)
+    return fields is None or fields[0] in (b"Z", b"X")
+
+
+def dying(pid: int) -> bool:
+    """Gone, or exiting."""
+    fields = _stat(pid)
+    return fields is None or fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_EXITING != 0

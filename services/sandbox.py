@@ -72,32 +72,9 @@ def child_env(device: str, tmpdir: str) -> dict[str, str]:
     return env
 
 
-def _process_trees(roots: set[int]) -> dict[int, list[int]]:
-    """Each root in `roots` with every live descendant it has (zombies left out: they run nothing), in one pass
-    over /proc (a pass reads every process's stat, milliseconds on a busy host). Descendants by parent links, not
-    by session: a process that calls `setsid` leaves its session, never its ancestry, and a child is a subreaper
-    (services.child.boot), so an orphan stays below it."""
-    children: dict[int, list[int]] = {}
-    live: set[int] = set()
-    for pid, parent, state in procfs.processes():
-        children.setdefault(parent, []).append(pid)
-        if state != b"Z":
-            live.add(pid)
-    found: dict[int, list[int]] = {}
-    for root in roots:
-        tree, todo = [root], list(children.get(root, ()))
-        while todo:
-            pid = todo.pop()
-            if pid in live:
-                tree.append(pid)
-            todo.extend(children.get(pid, ()))
-        found[root] = tree
-    return found
-
-
 def process_tree(pid: int) -> list[int]:
     """`pid` and its live descendants."""
-    return _process_trees({pid})[pid]
+    return procfs.trees({pid})[pid]
 
 
 def _rss_mb(pid: int) -> float:
@@ -119,8 +96,6 @@ def thread_ids(pid: int) -> set[int]:
         return set()
 
 
-# Passes of Child.kill over a child's descendants: each kills every one found; a fork bomb needs a few.
-_KILL_PASSES = 16
 # `services.child` caps a CPU child's address space at MEM_MB plus this headroom (torch's library mappings).
 AS_HEADROOM_MB = 16384
 
@@ -332,21 +307,8 @@ class Child:
         return ChildDied(f"exited with status {code} without sending a result", status=code)
 
     def kill(self) -> None:
-        """Kill the child and every process below it, those that left its session included: stopped first, so
-        that it forks nothing more and, a subreaper, keeps the orphans of the descendants killed below it; then
-        its descendants, again until none is left (each pass may find what a dying one had just forked); then it."""
-        pid = self.proc.pid
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGSTOP)
-        for _ in range(_KILL_PASSES):
-            below = process_tree(pid)[1:]
-            if not below:
-                break
-            for p in below:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(p, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+        """Kill the child and every process below it, those that left its session included (procfs.kill_tree)."""
+        procfs.kill_tree(self.proc.pid)
 
     def descendants(self) -> list[int]:
         """The live processes below the child, in its session or not."""
@@ -450,7 +412,7 @@ class _Supervisor:
             watched = [c for c in self._watched if not c._closed]
         alive = [c for c in watched if c.proc.poll() is None]
         if alive:
-            trees = _process_trees({c.proc.pid for c in alive})
+            trees = procfs.trees({c.proc.pid for c in alive})
             for child in alive:
                 child.enforce_limits(trees[child.proc.pid])
         with self._lock:

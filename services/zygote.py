@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any
 
+from services import procfs
 from services.child.zygote import MAX_REQUEST_BYTES
 
 _START_TIMEOUT_S = 120.0  # importing torch on a loaded host; a child's own start limit then applies on top
@@ -53,16 +54,6 @@ def start_module(
         stderr=err,
         start_new_session=True,
     )
-
-
-def _gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie (a container's init may never reap an orphan)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return True
-    return stat[stat.rfind(b")") + 2 :].split()[0] == b"Z"  # field 3 of /proc/pid/stat: the state
 
 
 class ForkedProcess:
@@ -139,7 +130,7 @@ class Zygote:
                     self._lost()
             if pid in self._codes:
                 return self._codes.pop(pid)
-            if pid in self._orphans and _gone(pid):
+            if pid in self._orphans and procfs.gone(pid):
                 self._orphans.discard(pid)
                 return -signal.SIGKILL
             return None

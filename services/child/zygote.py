@@ -9,7 +9,9 @@ It never initialises CUDA (a forked CUDA context is unusable) and never runs use
 from the one parent process that started it, over a socket pair, and answers each with the new child's pid; it reaps
 its children and reports each exit status, in `subprocess.Popen.returncode`'s convention, so the parent can tell a
 crash from a kill. It is a subreaper, and kills whatever a child left behind that comes to it (`_kill_strays`). It
-exits when the parent's end of the socket closes.
+exits when the parent's end of the socket closes. Its children outlive it where the parent only dropped it (they are
+still the parent's to end), and die with it where the parent died: no one is left to end them, and a candidate that
+spins on a GPU would hold it until the host restarts.
 
 Started as `python -m services.child.zygote SOCK_FD`, in the children's sanitised environment
 (services.sandbox.child_env). Each forked child leads a new session, runs in its own directory with its own
@@ -115,8 +117,8 @@ def _kill_strays(forked: set[int]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-def serve(sock: socket.socket) -> None:
-    """Answer spawn requests and report exits until the parent closes its end."""
+def serve(sock: socket.socket, parent: int) -> None:
+    """Answer spawn requests and report exits until the parent (`parent`, its pid) closes its end."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -130,8 +132,11 @@ def serve(sock: socket.socket) -> None:
         if sock not in readable:
             continue
         message, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST_BYTES, REQUEST_FDS)
-        if not message:
-            return  # the parent is gone
+        if not message:  # the parent dropped this zygote, or died
+            if os.getppid() != parent or procfs.dying(parent):
+                for pid in forked:
+                    procfs.kill_tree(pid)
+            return
         request: Any = None
         try:
             request = json.loads(message)
@@ -157,7 +162,7 @@ def main() -> None:
     import_harness()
     warm_triton_host()
     sock.send(json.dumps({"op": "ready", "pid": os.getpid()}).encode())
-    serve(sock)
+    serve(sock, os.getppid())
 
 
 if __name__ == "__main__":

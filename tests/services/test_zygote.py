@@ -6,11 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
-from services import zygote
+from services import procfs, zygote
 from services.errors import ChildDied
 from services.sandbox import Child
 from services.settings import EvalSettings
@@ -99,3 +100,43 @@ def test_asking_for_an_exit_status_while_a_spawn_holds_the_zygote_answers_not_ye
         assert time.monotonic() - t0 < 3.0
     c.kill()
     assert c.proc.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_children_outlive_a_zygote_their_parent_dropped(child):
+    c = child()
+    client = zygote._ZYGOTES["interpreter"]
+    with client._lock:
+        client._lost()  # as when the parent gives up on a zygote that does not answer: the parent still ends them
+    time.sleep(1)
+    assert not procfs.dying(c.proc.pid)
+
+
+def test_the_children_of_a_process_that_died_die_with_it():
+    # The evaluating process killed (a worker's pool process, say) while its child spins in user code, where it
+    # never reads its channel's end: nothing else would ever end it.
+    script = (
+        "import threading, time\n"
+        "from services.protocol.messages import Job, Load, command_header\n"
+        "from services.sandbox import Child\n"
+        "from services.settings import EvalSettings\n"
+        "c = Child('cpu', EvalSettings())\n"
+        "job = Job(nonce='n' * 32, role='reference', device='cpu', reference_source='while True:\\n    pass\\n',\n"
+        "          candidate_source=None, init_seed=1, l2_flush_factor=0.0, defences=True)\n"
+        "c.start_job(command_header(job), time.monotonic() + 120)\n"
+        "load = (command_header(Load()), time.monotonic() + 600)\n"
+        "threading.Thread(target=c.request, args=load, daemon=True).start()\n"
+        "print(c.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        time.sleep(1)  # into the loop
+        assert not procfs.dying(pid)
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while not procfs.dying(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert procfs.dying(pid)
