@@ -2,6 +2,7 @@
 
     python bench/driver_contention.py                       # neighbours 0, 2, 4 on GPU 1; 6 s per condition
     python bench/driver_contention.py --neighbours 0,4 --neighbour-gpu 0 --seconds 10
+    python bench/driver_contention.py --neighbours 0,4,12 --malloc-mb 4096 --neighbour-mb 4096   # published sizes
 
 On a host of two GPUs, the service's requests that hand tensors over or profile took 2-3.5 times as long as on one,
 while the timed calls did not change (docs/benchmarks.md); context creation alone scales across
@@ -12,7 +13,7 @@ tensor handed over to its parent through CUDA IPC, exit. The operations:
 
 - `launch`: a small kernel and a synchronisation (no driver call beyond the launch path);
 - `event`: an interprocess event created, its handle taken, destroyed;
-- `malloc`: 64 MB allocated and returned to the driver (cudaMalloc and cudaFree);
+- `malloc`: `--malloc-mb` (64) allocated and returned to the driver (cudaMalloc and cudaFree);
 - `profile`: the consumer profiles a small forward as a child's profile request does (torch.profiler, CUDA
   activity: CUPTI), holding no mapping of the producer's memory;
 - `ipc`: the consumer opens a buffer the producer shares (services.protocol.tensors.share_cuda/open_cuda), copies
@@ -52,13 +53,13 @@ from services.protocol.tensors import open_cuda, share_cuda
 OPERATIONS = ("launch", "event", "malloc", "profile", "ipc", "ipc_kept", "profile_mapped")
 
 
-def _child_like() -> None:
-    """In a fresh fork: what one evaluation child does to the driver, then exit."""
+def _child_like(mb: int) -> None:
+    """In a fresh fork: what one evaluation child does to the driver, handing over `mb` MB, then exit."""
     parent_sock, child_sock = socket.socketpair()
     parent_end, child_end = parent_sock.fileno(), child_sock.fileno()
     pid = os.fork()
     if pid == 0:  # the hand-over's producer: this child's parent in the service
-        buf = torch.empty(1 << 20, device="cuda")
+        buf = torch.empty(mb << 18, device="cuda")
         channel.send(parent_end, {"buf": share_cuda(buf, keep=False)})
         channel.recv(parent_end, time.monotonic() + 60)
         os._exit(0)
@@ -74,7 +75,7 @@ def _child_like() -> None:
     os.waitpid(pid, 0)
 
 
-def _neighbour(gpu: int) -> None:
+def _neighbour(gpu: int, mb: int) -> None:
     """Churn evaluation-like children on `gpu` until killed."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     os.setpgrp()
@@ -83,7 +84,7 @@ def _neighbour(gpu: int) -> None:
         if pid == 0:
             code = 1
             try:
-                _child_like()
+                _child_like(mb)
                 code = 0
             finally:
                 os._exit(code)
@@ -115,7 +116,7 @@ def _consumer(fd: int) -> None:
         channel.send(fd, {"ms": (time.perf_counter() - t0) * 1e3, "mapped": len(mapped)})
 
 
-def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[float]:
+def _probe(op: str, seconds: float, peer: int | None, pool: object, malloc_mb: int) -> list[float]:
     """Times `op` on this process's GPU, again and again for `seconds`."""
     times = []
     until = time.monotonic() + seconds
@@ -139,7 +140,7 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[floa
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         if op == "malloc":
-            y = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+            y = torch.empty(malloc_mb << 20, dtype=torch.uint8, device="cuda")
             del y
             torch.cuda.empty_cache()
         elif op == "event":
@@ -154,13 +155,13 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object) -> list[floa
     return times
 
 
-def _start_neighbours(n: int, gpu: int) -> list[int]:
+def _start_neighbours(n: int, gpu: int, mb: int) -> list[int]:
     pids = []
     for _ in range(n):
         pid = os.fork()
         if pid == 0:
             try:
-                _neighbour(gpu)
+                _neighbour(gpu, mb)
             finally:
                 os._exit(1)
         pids.append(pid)
@@ -174,7 +175,7 @@ def _stop(pids: list[int]) -> None:
         os.waitpid(pid, 0)
 
 
-def _probe_all(ops: list[str], seconds: float, out: int) -> None:
+def _probe_all(ops: list[str], seconds: float, out: int, malloc_mb: int) -> None:
     """In a fresh process on GPU 0 (its consumer forked before CUDA starts): every operation in turn."""
     os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     mine, theirs = socket.socketpair()
@@ -193,15 +194,15 @@ def _probe_all(ops: list[str], seconds: float, out: int) -> None:
     for op in ops:
         # The first use (kernels loaded, pool segments made, CUPTI started) apart: a child pays it in every
         # evaluation, since each evaluation's children are fresh.
-        first = _probe(op, 1.0, mine.fileno(), pool)
-        rows[op] = {"first": first[0], "steady": _probe(op, seconds, mine.fileno(), pool)}
+        first = _probe(op, 1.0, mine.fileno(), pool, malloc_mb)
+        rows[op] = {"first": first[0], "steady": _probe(op, seconds, mine.fileno(), pool, malloc_mb)}
     channel.send(mine.fileno(), {"stop": True})
     os.waitpid(consumer, 0)
     os.write(out, json.dumps(rows).encode())
 
 
-def run_condition(n: int, gpu: int, ops: list[str], seconds: float) -> dict[str, dict]:
-    neighbours = _start_neighbours(n, gpu)
+def run_condition(n: int, gpu: int, ops: list[str], seconds: float, malloc_mb: int, neighbour_mb: int) -> dict:
+    neighbours = _start_neighbours(n, gpu, neighbour_mb)
     try:
         time.sleep(3.0 if n else 0.0)  # the loops past their first start
         read, write = os.pipe()
@@ -210,7 +211,7 @@ def run_condition(n: int, gpu: int, ops: list[str], seconds: float) -> dict[str,
             code = 1
             try:
                 os.close(read)
-                _probe_all(ops, seconds, write)
+                _probe_all(ops, seconds, write, malloc_mb)
                 code = 0
             finally:
                 os._exit(code)
@@ -230,6 +231,8 @@ def main() -> None:
     parser.add_argument("--neighbour-gpu", type=int, default=1)
     parser.add_argument("--operations", default=",".join(OPERATIONS))
     parser.add_argument("--seconds", type=float, default=6.0, help="per (neighbours, operation)")
+    parser.add_argument("--malloc-mb", type=int, default=64, help="the `malloc` operation's allocation")
+    parser.add_argument("--neighbour-mb", type=int, default=4, help="what each neighbour's child hands over")
     args = parser.parse_args()
     commit = os.environ.get("KERNELGYM_COMMIT", "")
     ops = args.operations.split(",")
@@ -238,7 +241,7 @@ def main() -> None:
         parser.error(f"unknown operations {unknown}: choose from {', '.join(OPERATIONS)}")
     # This process never touches CUDA: neighbours and probes fork from it with torch imported only.
     for n in (int(v) for v in args.neighbours.split(",")):
-        rows = run_condition(n, args.neighbour_gpu, ops, args.seconds)
+        rows = run_condition(n, args.neighbour_gpu, ops, args.seconds, args.malloc_mb, args.neighbour_mb)
         for op, row in rows.items():
             ms = row["steady"]
             print(
@@ -246,6 +249,8 @@ def main() -> None:
                     {
                         "neighbours": n,
                         "neighbour_gpu": args.neighbour_gpu,
+                        "malloc_mb": args.malloc_mb,
+                        "neighbour_mb": args.neighbour_mb,
                         "operation": op,
                         "first_ms": round(row["first"], 3),
                         "n": len(ms),

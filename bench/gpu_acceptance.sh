@@ -46,6 +46,9 @@
 #                                      # default, 3 and 4 in flight, the sampling of 20 calls and 5 processes);
 #                                      # STEP_PROBLEMS problems (default 32), 3 samples each, counted for
 #                                      # STEP_CUT_MINUTES (default 7.5)
+#   bench/gpu_acceptance.sh 19 "$OUT"  # the driver's contention at published sizes: operations on GPU 0 beside 0, 4
+#                                      # and 12 loops of children handing over 2 GB on GPU 1 (4 GB allocations),
+#                                      # then children started and ended per second on 1, 2 and 4 GPUs
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -57,7 +60,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-18}
+part=${1:?part 1-19}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -178,8 +181,13 @@ case $part in
     done
     wait
     ;;
+19)
+    step driver_contention_large 330 "$py" bench/driver_contention.py --neighbours 0,4,12 --malloc-mb 4096 \
+        --neighbour-mb 2048 --seconds 5
+    step context_churn_gpus 200 "$py" bench/context_churn.py --layouts 1,1+1,1+1+1+1 --seconds 8
+    ;;
 *)
-    echo "part must be 1 to 18" >&2
+    echo "part must be 1 to 19" >&2
     exit 2
     ;;
 esac
