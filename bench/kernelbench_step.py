@@ -196,18 +196,8 @@ def _right(kind: str, counts: dict[str, int]) -> bool:
 
 def mode_line(row: dict) -> dict:
     """The one-line report of a mode."""
-    keys = (
-        "mode",
-        "gpus",
-        "settings",
-        "gpu",
-        "evaluations",
-        "unfinished",
-        "wall_s",
-        "per_minute",
-        "per_minute_per_gpu",
-    )
-    keys += ("verdicts",)
+    keys = ("mode", "gpus", "settings", "gpu", "evaluations", "unfinished", "wall_s", "per_minute")
+    keys += ("per_minute_per_gpu", "verdicts")
     return {
         **{key: row[key] for key in keys},
         "verdicts_by_kind": row["verdicts_by_kind"],

@@ -13,6 +13,7 @@ _KILL_PASSES = 16
 # The kernel marks every thread of a dying process PF_EXITING (flags, field 9 of its stat) before the process's
 # descriptors close, so whoever reads EOF from one of them can already tell it died.
 _PF_EXITING = 0x4
+_ENDED = (b"Z", b"X")  # states of /proc/<pid>/stat: a zombie, dead
 
 
 def processes() -> Iterator[tuple[int, int, bytes]]:
@@ -57,13 +58,18 @@ def trees(roots: set[int]) -> dict[int, list[int]]:
     return found
 
 
+def tree(pid: int) -> list[int]:
+    """`pid` and its live descendants."""
+    return trees({pid})[pid]
+
+
 def kill_tree(pid: int) -> None:
     """Kill `pid` and every process below it: stopped first, so that it forks nothing more and, a subreaper, keeps
     the orphans of the descendants killed below it; then its descendants, again until none is left; then it."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGSTOP)
     for _ in range(_KILL_PASSES):
-        below = trees({pid})[pid][1:]
+        below = tree(pid)[1:]
         if not below:
             break
         for p in below:
@@ -76,10 +82,10 @@ def kill_tree(pid: int) -> None:
 def gone(pid: int) -> bool:
     """Exited: no such process, or a zombie (a container's init may never reap an orphan)."""
     fields = _stat(pid)
-    return fields is None or fields[0] in (b"Z", b"X")
+    return fields is None or fields[0] in _ENDED
 
 
 def dying(pid: int) -> bool:
     """Gone, or exiting."""
     fields = _stat(pid)
-    return fields is None or fields[0] in (b"Z", b"X") or int(fields[6]) & _PF_EXITING != 0
+    return fields is None or fields[0] in _ENDED or int(fields[6]) & _PF_EXITING != 0

@@ -72,11 +72,6 @@ def child_env(device: str, tmpdir: str) -> dict[str, str]:
     return env
 
 
-def process_tree(pid: int) -> list[int]:
-    """`pid` and its live descendants."""
-    return procfs.trees({pid})[pid]
-
-
 def _rss_mb(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -312,7 +307,7 @@ class Child:
 
     def descendants(self) -> list[int]:
         """The live processes below the child, in its session or not."""
-        return process_tree(self.proc.pid)[1:]
+        return procfs.tree(self.proc.pid)[1:]
 
     def threads(self) -> set[int]:
         return thread_ids(self.proc.pid)
