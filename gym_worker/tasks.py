@@ -272,11 +272,10 @@ class WorkerState:
                 "timing_slot_held_s": round(self.slot.held_s, 3),
                 "timing_slot_drain_s": round(self.slot.drained_s, 3),
                 "gpu_wait_s": round(self.slot.shared_waited_s, 3),
-                # ran out of device memory beside other evaluations and ran again with the device to itself
-                "retried_alone": diagnostics.retried_alone,
-                # its problem had, in this process, so it started alone
-                "started_alone": diagnostics.started_alone,
-                "alone_wait_s": round(self.slot.alone_waited_s, 3),
+                # the parts of the device's memory it held, the attempts it started again with more, the wait
+                "memory_units": diagnostics.memory_units,
+                "memory_retries": diagnostics.memory_retries,
+                "memory_wait_s": round(self.slot.memory_waited_s, 3),
                 # its reference child had served an earlier evaluation of the problem (services.parent.references)
                 "reference_kept": diagnostics.reference_kept,
                 "longest_gpu_request": {

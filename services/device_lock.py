@@ -13,14 +13,12 @@ UUID: `KERNELGYM_WORKER_DEVICE_ID`), shared by every process on the host that op
 - `<device>.use`: GPU work outside measurements (a request to a child: load, compile, correctness, checks)
   holds it shared; the measuring evaluation takes it exclusively once the requests in flight have ended.
 
-Memory is not taken in turns: the evaluations in flight share the device's memory, and problems with large
-tensors can exhaust it together where each alone fits. Two more files give an evaluation that ran out of memory
-beside others the device to itself for one more attempt (services.evaluator):
-
-- `<device>.room`: every evaluation holds it shared from its first request to its end (`occupy`); the one that
-  needs the device alone takes it exclusively (`alone`), which waits for the evaluations in flight to end;
-- `<device>.door`: taken exclusively for a moment before entering `.room`, and held by `alone` while it waits,
-  so that new evaluations queue behind it instead of starving it.
+Memory is shared, in units: the device's memory is `MEMORY_UNITS` equal parts, each a file `<device>.mem/<i>`,
+and an evaluation holds as many exclusively, from its first request to its end, as its problem needs (`occupy`);
+one that needs them all has the device to itself. Its units are taken under `<device>.door`, held exclusively while
+it waits for them, so that new evaluations queue behind it instead of starving it. How many units a problem needs is
+the evaluator's estimate (services.device_memory): a problem whose tensors could not share the device with others'
+waits for room before it starts, rather than running out of memory beside them and starting again.
 
 A measurement waits for every request in flight (the device idles meanwhile), so what holds `.use` should be GPU
 work: a child creating its CUDA context (seconds under load) does it outside. The profiler
@@ -50,6 +48,9 @@ from services.errors import EvaluationCancelled
 # How often a waiting evaluation retries a lock (and looks for a cancellation): small against the seconds a
 # holder keeps the slot, so the device idles at most this long between two holders.
 _POLL_S = 0.002
+# Parts of the device's memory an evaluation holds: small enough that a problem's share is close to its need
+# (an H100's unit is 2.5 GB), few enough that taking them all is quick.
+MEMORY_UNITS = 32
 
 
 class TimingSlot:
@@ -61,9 +62,9 @@ class TimingSlot:
         self.gather_s = gather_s
         self.want = path.with_suffix(".want")
         self.use = path.with_suffix(".use")
-        self.room = path.with_suffix(".room")
+        self.units = path.with_suffix(".mem")
         self.door = path.with_suffix(".door")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.units.mkdir(parents=True, exist_ok=True)
         self._cancelled = threading.Event()
         self._measuring = False
         # By the current evaluation in this process: waiting for and holding the slot (`drained_s`: the part of
@@ -72,12 +73,12 @@ class TimingSlot:
         # the device may have had to wait for).
         self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
         self.longest_shared: tuple[float, str] = (0.0, "")
-        self.alone_waited_s = 0.0  # waiting for the device to itself (`alone`)
+        self.memory_waited_s = 0.0  # waiting for memory units (`occupy`)
 
     def reset(self) -> None:
         """A new evaluation starts: forget an earlier cancellation and the last figures."""
         self._cancelled.clear()
-        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = self.alone_waited_s = 0.0
+        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = self.memory_waited_s = 0.0
         self.longest_shared = (0.0, "")
 
     def cancel(self) -> None:
@@ -124,24 +125,35 @@ class TimingSlot:
                 self.longest_shared = max(self.longest_shared, (time.monotonic() - held, what))
 
     @contextlib.contextmanager
-    def occupy(self) -> Iterator[None]:
-        """One evaluation's stay on the device (its memory shared with the others'); waits while an evaluation
-        waits for or has the device to itself."""
-        room = self._open(self.room)
+    def occupy(self, units: int) -> Iterator[None]:
+        """One evaluation's stay on the device with `units` of its memory (all of them: the device to itself);
+        waits while they are held by others, and new evaluations wait behind it."""
+        units = min(max(units, 1), MEMORY_UNITS)
+        t0 = time.monotonic()
+        held: dict[int, int] = {}  # unit -> the descriptor holding it
         try:
             with self._locked(self.door, fcntl.LOCK_EX):
-                fcntl.flock(room, fcntl.LOCK_SH)  # at once: nobody holds it exclusively without the door
+                while True:
+                    for i in range(MEMORY_UNITS):
+                        if len(held) == units:
+                            break
+                        if i in held:
+                            continue
+                        fd = self._open(self.units / str(i))
+                        if _try_lock(fd, fcntl.LOCK_EX):
+                            held[i] = fd
+                        else:
+                            os.close(fd)
+                    if len(held) == units:
+                        break
+                    if self._cancelled.is_set():
+                        raise EvaluationCancelled("cancelled while waiting for the device's memory")
+                    time.sleep(_POLL_S)
+            self.memory_waited_s += time.monotonic() - t0
             yield
         finally:
-            os.close(room)
-
-    @contextlib.contextmanager
-    def alone(self) -> Iterator[None]:
-        """The device to this evaluation only: the evaluations in flight end first, new ones wait."""
-        t0 = time.monotonic()
-        with self._locked(self.door, fcntl.LOCK_EX), self._locked(self.room, fcntl.LOCK_EX):
-            self.alone_waited_s += time.monotonic() - t0
-            yield
+            for fd in held.values():
+                os.close(fd)  # releases the lock
 
     def _gather(self, until: float) -> None:
         """Before stopping other evaluations' requests: let them run on until the device is idle, another

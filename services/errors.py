@@ -35,14 +35,17 @@ class InfrastructureFault(EvaluationError):
 
 
 class DeviceMemoryShort(EvaluationError):
-    """The device ran out of memory while other evaluations shared it: neither the candidate's fault nor the
-    problem's, nor a fault of the machine. The evaluator runs the evaluation again with the device to itself.
-    `problem_sized`: the parent's buffers or the reference ran out, which the problem's sizes decide, so its next
-    candidates would too; not where the candidate's child did (one greedy candidate says nothing of the next)."""
+    """The evaluation needs more of a shared device's memory than it holds: neither the candidate's fault nor the
+    problem's, nor a fault of the machine. The evaluator starts it again holding `units` of the device's memory
+    (services.device_memory), or the whole device where `units` is 0 (it ran out beside others).
+    `problem_sized`: the problem's sizes decide it (its estimate, the parent's buffers or the reference ran out), so
+    its next candidates start with that; not where the candidate's child ran out (one greedy candidate says nothing
+    of the next)."""
 
-    def __init__(self, message: str, problem_sized: bool):
+    def __init__(self, message: str, problem_sized: bool, units: int = 0):
         super().__init__(message)
         self.problem_sized = problem_sized
+        self.units = units
 
 
 class EvaluationCancelled(EvaluationError):

@@ -27,8 +27,11 @@ class Diagnostics:
     """How one evaluation ran, filled in as it goes: an EvaluationError out of `Evaluator.evaluate` carries the
     diagnostics of the attempt it ended."""
 
-    retried_alone: bool = False  # it ran out of device memory beside others and ran again alone
-    started_alone: bool = False  # its problem had, so it started alone
+    # Parts of the device's memory its last attempt held (services.device_lock.MEMORY_UNITS; 0 where the device is
+    # not shared), and the attempts it started again with more: its problem's estimate passed its share, or the
+    # device ran out of memory beside others.
+    memory_units: int = 0
+    memory_retries: int = 0
     reference_kept: bool = False  # its reference child had served an earlier evaluation (services.parent.references)
     precompile: PrecompileOutcome | None = None  # what the compiler child did, where it ran
     # Requests to the children by "<child>.<command>": {"n": requests, "s": seconds} (services.parent.link.Link)

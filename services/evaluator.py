@@ -20,8 +20,9 @@ from typing import Any
 import torch
 import triton
 
-from services import feedback, timing_cache
-from services.device_lock import TimingSlot
+from services import device_memory, feedback, timing_cache
+from services.device_lock import MEMORY_UNITS, TimingSlot
+from services.device_memory import Footprints, footprint_bytes
 from services.errors import DeviceMemoryShort, EarlyVerdict, EvaluationError, InfrastructureFault, ReferenceFailed
 from services.evaluation import Diagnostics, Evaluation
 from services.hidden_shapes import shape_generality
@@ -62,7 +63,8 @@ class Evaluator:
         self._mem_pools: dict[str, Any] = {}
         self.references = KeptReferences(self.settings.reference_children_kept)
         self._current: Link | None = None
-        self._alone = ProblemsAlone(Path(f"{lock}.alone")) if lock else None
+        self._footprints = Footprints(Path(f"{lock}.footprints")) if lock else None
+        self._share = max(1, MEMORY_UNITS // self.settings.device_evaluations)  # before a problem's need is known
 
     def evaluate(
         self,
@@ -72,35 +74,27 @@ class Evaluator:
         timings: TimingStore | None = None,
     ) -> Evaluation:
         """The result and how the evaluation ran (an EvaluationError carries the latter as `diagnostics`).
-        `timings` keeps reference timings between evaluations (see `services.timing_cache`). An evaluation
-        that ran out of device memory beside others' runs once more with the device to itself; where the
-        problem's sizes were the cause, that problem's next candidates on the device start alone."""
+        `timings` keeps reference timings between evaluations (see `services.timing_cache`). On a shared device the
+        evaluation holds its problem's share of the device's memory (services.device_memory), and starts again
+        with more where the problem's tensors need more or it ran out of memory beside others (then with the
+        device to itself)."""
         options = options or EvalOptions()
         device = options.device or ("cuda" if torch.cuda.is_available() else "cpu")
         if device == "cuda" and not torch.cuda.is_available():
             raise InfrastructureFault("device 'cuda' requested but no CUDA device is available")
-        slot = self.timing_slot if device == "cuda" else None
-        if slot is None or self._alone is None:  # both made from the device lock
+        if device != "cuda" or self._footprints is None:  # the device is this process's alone
             return self._attempt(problem, candidate_source, options, device, timings, None, Diagnostics())
-        started_alone = problem in self._alone
-        if not started_alone:
+        units, retries = self._footprints.get(problem) or self._share, 0
+        while True:
+            diagnostics = Diagnostics(memory_units=units, memory_retries=retries)
             try:
-                return self._attempt(problem, candidate_source, options, device, timings, slot, Diagnostics())
-            except DeviceMemoryShort as short:
+                return self._attempt(problem, candidate_source, options, device, timings, units, diagnostics)
+            except DeviceMemoryShort as short:  # never raised with the whole device held: units only grow
+                need = short.units or MEMORY_UNITS  # the estimate, or the whole device after running out
                 if short.problem_sized:
-                    self._alone.add(problem)
-        # Out of the handler: the first attempt's frames are gone, and with them the buffers they held.
-        with slot.alone():
-            self.references.close()  # this process's idle reference children hold device memory too
-            drain_closed_children(every=True)  # the first attempt's, whatever they held
-            torch.cuda.empty_cache()
-            diagnostics = Diagnostics(retried_alone=not started_alone, started_alone=started_alone)
-            try:
-                return self._attempt(problem, candidate_source, options, device, timings, None, diagnostics)
-            finally:
-                # Its children gone before the next evaluation has the device: on an H100 the next of a problem
-                # with 2 x 4 GiB inputs, started alone, met their memory and ran out generating its inputs.
-                drain_closed_children(every=True)
+                    self._footprints.set(problem, need)
+            # Out of the handler: the last attempt's frames are gone, and with them the buffers they held.
+            units, retries = max(need, units + 1), retries + 1
 
     def _attempt(
         self,
@@ -109,12 +103,13 @@ class Evaluator:
         options: EvalOptions,
         device: str,
         timings: TimingStore | None,
-        sharing: TimingSlot | None,
+        units: int | None,
         diagnostics: Diagnostics,
     ) -> Evaluation:
-        """One run of the stages; `sharing`: the slot whose device other evaluations' memory may fill. How it ran
-        goes to `diagnostics`, which an EvaluationError out of it carries."""
+        """One run of the stages, holding `units` of the shared device's memory (None: the device is this
+        process's). How it ran goes to `diagnostics`, which an EvaluationError out of it carries."""
         record = Record(self.settings.defences)
+        shared = units is not None and units < MEMORY_UNITS
         link = Link(
             self.settings,
             options,
@@ -122,15 +117,16 @@ class Evaluator:
             record,
             self.receive_pool,
             self.timing_slot,
-            memory_shared=sharing is not None,
+            memory_shared=shared,
+            sized=(lambda inputs, output: self._sized(problem, units, inputs, output)) if shared else None,
         )
         self._current = link
         with _reported(diagnostics):
             try:
-                with _stay(sharing):
+                with self._stay(units):
                     result = self._run(link, record, problem, candidate_source, timings, diagnostics)
             except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
-                if sharing is not None:
+                if shared:
                     raise DeviceMemoryShort("the device ran out of memory for the parent's buffers", True) from exc
                 raise ReferenceFailed(
                     "the device's memory cannot hold this evaluation's tensors, with the device to itself: "
@@ -232,6 +228,46 @@ class Evaluator:
             link, record, problem, verdict, " ".join(texts), network, checked, timed, profiled, flags, phases
         )
 
+    def _sized(self, problem: Problem, held: int, inputs: int, output: int) -> None:
+        """Told the reference's input and output bytes on its first call: the problem's need is remembered where it
+        was not known, and an evaluation that needs more units than it holds starts again with them."""
+        need = device_memory.units(
+            footprint_bytes(inputs, output, self.settings.reference_processes), self._device_bytes()
+        )
+        if self._footprints.get(problem) is None:
+            self._footprints.set(problem, need)
+        if need > held:
+            raise DeviceMemoryShort(
+                f"the problem's tensors need {need} of the device's {MEMORY_UNITS} memory units, "
+                f"and the evaluation held {held}",
+                problem_sized=True,
+                units=need,
+            )
+
+    def _device_bytes(self) -> int:
+        return torch.cuda.get_device_properties(0).total_memory
+
+    @contextmanager
+    def _stay(self, units: int | None) -> Iterator[None]:
+        """An evaluation's stay on a shared device with `units` of its memory, until the children that held it are
+        gone: the next evaluation must not meet their memory. With all units, what this process holds idle goes
+        first."""
+        if units is None:
+            yield
+            return
+        alone = units >= MEMORY_UNITS
+        with self.timing_slot.occupy(units):
+            if alone:
+                self.references.close()  # this process's idle reference children hold device memory too
+                drain_closed_children(every=True)  # an earlier attempt's, whatever they held
+                torch.cuda.empty_cache()
+            try:
+                yield
+            finally:
+                # With the device alone, its children are gone before the next evaluation has it: on an H100 the next
+                # of a problem with 2 x 4 GiB inputs met a dying child's memory and ran out generating its inputs.
+                drain_closed_children(every=alone)
+
     def cancel(self) -> bool:
         """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` raises
         EvaluationCancelled promptly."""
@@ -264,38 +300,6 @@ class Evaluator:
         self.close()
 
 
-class ProblemsAlone:
-    """The problems whose own sizes ran a shared device out of memory (a KernelBench problem at its published
-    sizes: three in flight exhausted an H200), as empty files named after the reference source's hash in
-    `directory`, beside the device's lock files: every process that evaluates on the device reads and adds to
-    them. Their next candidates start alone rather than each failing once beside others first (on an H200, 6 of 8
-    such evaluations did, and waited 44 s in all to run again). The `most` latest are kept."""
-
-    def __init__(self, directory: Path, most: int = 256):
-        self.directory = directory
-        self.most = most
-
-    def _file(self, problem: Problem) -> Path:
-        return self.directory / problem.digest
-
-    def add(self, problem: Problem) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._file(problem).touch()  # the latest again where it was there already
-        kept = sorted(self.directory.iterdir(), key=_mtime)
-        for old in kept[: max(0, len(kept) - self.most)]:
-            old.unlink(missing_ok=True)
-
-    def __contains__(self, problem: Problem) -> bool:
-        return self._file(problem).exists()
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:  # another process pruned it meanwhile
-        return 0.0
-
-
 @contextmanager
 def _reported(diagnostics: Diagnostics) -> Iterator[None]:
     """An EvaluationError out of the block carries `diagnostics`: the worker logs how a failed evaluation ran too."""
@@ -304,20 +308,6 @@ def _reported(diagnostics: Diagnostics) -> Iterator[None]:
     except EvaluationError as exc:
         exc.diagnostics = diagnostics
         raise
-
-
-@contextmanager
-def _stay(sharing: TimingSlot | None) -> Iterator[None]:
-    """An evaluation's stay on a shared device, until the children that held its memory are gone: an evaluation
-    alone on the device next must not meet their memory."""
-    if sharing is None:
-        yield
-        return
-    with sharing.occupy():
-        try:
-            yield
-        finally:
-            drain_closed_children(every=False)
 
 
 @contextmanager

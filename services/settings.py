@@ -267,6 +267,13 @@ class EvalSettings(BaseSettings):
         "stops them and waits for them to end (at once when the device is idle or another measurement has "
         "stopped them): measurements that arrive meanwhile then share one wait. Chosen with bench/slot_schedule.py.",
     )
+    device_evaluations: int = Field(
+        1,
+        ge=1,
+        description="Evaluations in flight on this process's device (a worker sets it from its pool). Each starts "
+        "with this share of the device's memory and waits for more where its problem's tensors need it "
+        "(services.device_memory).",
+    )
     concurrent_children: int = Field(
         2,
         ge=1,

@@ -65,6 +65,7 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
             if i == 0:
                 out.reference_output = ref_struct
                 out.io_bytes = (tensors.nbytes(ref_h.inputs), tensors.nbytes(ref_struct))
+                link.sized(*out.io_bytes)  # before the candidate's first call: it may wait for more memory
                 small = sum(out.io_bytes) <= SMALL_TENSOR_BYTES
                 # Checked unchanged by their digests in the children, not delivered (`_large_inputs_after_call`).
                 large_inputs = out.io_bytes[0] > link.settings.digest_inputs_mb * 2**20

@@ -145,6 +145,7 @@ class Link:
         receive_pool: Callable[[str], Any],
         slot: TimingSlot | None = None,
         memory_shared: bool = False,
+        sized: Callable[[int, int], None] | None = None,
     ):
         self.settings = settings
         self.options = options
@@ -171,6 +172,9 @@ class Link:
         self.slot: TimingSlot | _Unshared = slot or _Unshared()
         # Other evaluations may hold the device's memory: running out of it is then no child's fault.
         self.memory_shared = memory_shared
+        # Told the reference's input and output bytes on its first call; raises DeviceMemoryShort where the
+        # evaluation needs more of the shared device's memory than it holds (services.evaluator).
+        self.sized = sized or _fits
 
     # -- secrets ----------------------------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
@@ -489,3 +493,7 @@ def _unpack(data: list[bytes], specs: list[tuple[torch.dtype, list[int]]]) -> li
         return [tensors.from_bytes(b, d, shape) for b, (d, shape) in zip(data, specs, strict=True)]
     except ValueError as exc:
         raise EarlyVerdict(Verdict.CRASHED, f"The candidate process delivered malformed tensors: {exc}.") from None
+
+
+def _fits(inputs: int, output: int) -> None:
+    """The device is this evaluation's: whatever the tensors' sizes, there is no more memory to wait for."""

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from services.device_lock import TimingSlot
+from services.device_lock import MEMORY_UNITS, TimingSlot
 from services.errors import EvaluationCancelled
 
 HOLD = """
@@ -241,25 +241,27 @@ def test_a_measurement_cancelled_while_it_gathers_gives_up(tmp_path):
         assert time.monotonic() - t0 < 2.0
 
 
-def test_an_evaluation_alone_on_the_device_waits_for_those_in_flight_and_new_ones_wait_for_it(tmp_path):
-    first, lone, late = (TimingSlot(tmp_path / "gpu-x.lock") for _ in range(3))  # three processes' evaluations
+def test_an_evaluation_that_needs_more_memory_waits_for_it_and_new_ones_wait_behind_it(tmp_path):
+    # Three processes' evaluations: one holding half the device's memory, one that needs the whole device, and one
+    # that arrives while that one waits: it must not starve it, though a unit is free for it.
+    first, lone, late = (TimingSlot(tmp_path / "gpu-x.lock") for _ in range(3))
     log: list[str] = []
     entered, leave = threading.Event(), threading.Event()
 
     def in_flight() -> None:
-        with first.occupy():
+        with first.occupy(MEMORY_UNITS // 2):
             entered.set()
             leave.wait(5)
             log.append("in flight ends")
 
     def alone() -> None:
-        with lone.alone():
+        with lone.occupy(MEMORY_UNITS):
             log.append("alone")
             time.sleep(0.2)
             log.append("alone ends")
 
-    def arrives_later() -> None:  # while the lone one waits: it must not starve it
-        with late.occupy():
+    def arrives_later() -> None:
+        with late.occupy(1):
             log.append("late")
 
     threads = [
@@ -278,15 +280,26 @@ def test_an_evaluation_alone_on_the_device_waits_for_those_in_flight_and_new_one
     for t in threads:
         t.join(5)
     assert log == ["in flight ends", "alone", "alone ends", "late"]
-    assert lone.alone_waited_s >= 0.3
+    assert lone.memory_waited_s >= 0.3
 
 
-def test_a_cancelled_wait_to_be_alone_on_the_device_gives_up(tmp_path):
+def test_evaluations_whose_units_fit_together_share_the_device(tmp_path):
+    a, b, c = (TimingSlot(tmp_path / "gpu-x.lock") for _ in range(3))
+    with a.occupy(MEMORY_UNITS // 2), b.occupy(MEMORY_UNITS // 2):  # both in at once
+        threading.Timer(0.3, c.cancel).start()
+        with pytest.raises(EvaluationCancelled), c.occupy(1):  # no unit left for a third
+            pass
+    c.reset()
+    with c.occupy(MEMORY_UNITS):  # every unit free again
+        assert c.memory_waited_s < 0.5
+
+
+def test_a_cancelled_wait_for_the_device_to_itself_gives_up(tmp_path):
     slot, other = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")
-    with other.occupy():
+    with other.occupy(1):
         threading.Timer(0.3, slot.cancel).start()
-        with pytest.raises(EvaluationCancelled), slot.alone():
+        with pytest.raises(EvaluationCancelled), slot.occupy(MEMORY_UNITS):
             pass
     slot.reset()
-    with slot.alone():  # nothing left held
+    with slot.occupy(MEMORY_UNITS):  # nothing left held
         pass

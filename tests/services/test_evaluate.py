@@ -425,20 +425,38 @@ def test_broken_reference_raises_reference_failed(evaluator):
         evaluator.evaluate(Problem(id="broken", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
 
 
-def test_the_problems_that_must_start_alone_are_shared_by_reference_source_and_only_the_latest_kept(tmp_path):
+def test_problem_footprints_are_shared_by_reference_source_and_only_the_latest_kept(tmp_path):
     import os
 
-    from services.evaluator import ProblemsAlone
+    from services.device_memory import Footprints
 
-    alone, other_process = ProblemsAlone(tmp_path / "gpu.alone", most=2), ProblemsAlone(tmp_path / "gpu.alone")
+    mine, other_process = Footprints(tmp_path / "gpu.footprints", most=2), Footprints(tmp_path / "gpu.footprints")
     a, b, c = (Problem(f"p{i}", f"# reference {i}\n") for i in range(3))
-    assert a not in alone
-    alone.add(a)
-    assert a in other_process and Problem("renamed", a.source) in alone and b not in alone
-    alone.add(b)
-    os.utime(alone._file(b), (1, 1))  # b is the oldest
-    alone.add(c)
-    assert a in alone and c in alone and b not in other_process
+    assert mine.get(a) is None
+    mine.set(a, 12)
+    assert other_process.get(a) == 12 and mine.get(Problem("renamed", a.source)) == 12 and mine.get(b) is None
+    mine.set(b, 3)
+    os.utime(mine._file(b), (1, 1))  # b is the oldest
+    mine.set(c, 32)
+    assert mine.get(a) == 12 and mine.get(c) == 32 and other_process.get(b) is None
+
+
+def test_a_problems_memory_need_counts_both_children_the_timing_processes_and_the_parents_copies():
+    from services.device_lock import MEMORY_UNITS
+    from services.device_memory import CHILD_OVERHEAD_BYTES, footprint_bytes, units
+
+    gb = 1 << 30
+    # One reference process: the reference's inputs and output, the candidate's inputs and two outputs, the
+    # parent's two outputs; two children's contexts.
+    assert footprint_bytes(gb, 2 * gb, 1) == 2 * gb + 5 * 2 * gb + 2 * CHILD_OVERHEAD_BYTES
+    # Each more timing process holds the reference's tensors once more, and a context.
+    assert footprint_bytes(gb, 2 * gb, 3) - footprint_bytes(gb, 2 * gb, 1) == 2 * (3 * gb + CHILD_OVERHEAD_BYTES)
+    h100 = 80 * gb
+    assert units(0, h100) == 1
+    assert units(footprint_bytes(4 << 20, 4 << 20, 3), h100) == 2  # a bundled problem: the contexts
+    # KernelBench level1/19_ReLU at its published sizes (6.4 GB in, as much out): two of them never share an H100.
+    assert units(footprint_bytes(6_442_450_944, 6_442_450_944, 3), h100) > MEMORY_UNITS // 2
+    assert units(footprint_bytes(64 * gb, 64 * gb, 3), h100) == MEMORY_UNITS
 
 
 def test_a_timed_output_of_another_shape_is_rejected_before_the_parent_receives_it(evaluator, relu):

@@ -1,0 +1,80 @@
+"""How much of a shared GPU's memory an evaluation of a problem needs, in the units the device lock hands out.
+
+Evaluations in flight share a GPU's memory (services.device_lock). At KernelBench's published sizes one evaluation
+can need most of an H100 (level1/19_ReLU: 6.4 GB of inputs and as much output, held by both children and the
+parent), and two such evaluations side by side ran out of memory and each started again alone: on one H100 with
+two in flight, 9 of 51 evaluations of an RL step did, 41% of the worker's time. So each evaluation holds a share of
+the device's memory, and a problem whose tensors need more waits for it before its candidate runs.
+
+The need is estimated from the reference's first correctness call (its inputs' and output's bytes), where the
+evaluation stops and starts again with the units it needs if they pass its share, before the candidate has run:
+that costs the reference child's start and one call. The estimate counts what the evaluation holds at its peak;
+a problem whose reference holds more than its tensors (large intermediates) runs out of memory instead, and is
+remembered as needing the whole device.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from services.device_lock import MEMORY_UNITS
+from services.problems import Problem
+
+# A child's CUDA context and its allocator's slack.
+CHILD_OVERHEAD_BYTES = 768 << 20
+# The part of the device's memory the units divide: the rest is for the pool processes' own contexts, warm
+# children and the idle reference children kept between evaluations.
+SHARED_FRACTION = 0.9
+
+
+def footprint_bytes(inputs: int, output: int, reference_processes: int) -> int:
+    """Device memory an evaluation holds at its peak, from the reference's inputs and output (bytes): the
+    reference child's inputs and output, each more timing process's, the candidate child's inputs and two outputs
+    (the determinism check keeps both), and the parent's copies of both outputs."""
+    references = max(1, reference_processes)
+    children = references + 1
+    return (references + 1) * inputs + (references + 4) * output + children * CHILD_OVERHEAD_BYTES
+
+
+def units(need_bytes: int, device_bytes: int) -> int:
+    """The units (of MEMORY_UNITS) that hold `need_bytes` on a device of `device_bytes`, at least 1."""
+    unit = device_bytes * SHARED_FRACTION / MEMORY_UNITS
+    return min(MEMORY_UNITS, max(1, math.ceil(need_bytes / unit)))
+
+
+class Footprints:
+    """Each problem's need in units, as files named after the reference source's hash in `directory`, beside the
+    device's lock files: every process that evaluates on the device reads and adds to them, so a problem's next
+    candidates start with the units it needs. The `most` latest are kept."""
+
+    def __init__(self, directory: Path, most: int = 1024):
+        self.directory = directory
+        self.most = most
+
+    def _file(self, problem: Problem) -> Path:
+        return self.directory / problem.digest
+
+    def get(self, problem: Problem) -> int | None:
+        try:
+            return int(self._file(problem).read_text())
+        except (FileNotFoundError, ValueError):  # not yet known, or being written by another process
+            return None
+
+    def set(self, problem: Problem, need: int) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        file = self._file(problem)
+        partial = file.with_name(f"{file.name}.{os.getpid()}.{id(self)}.tmp")
+        partial.write_text(str(need))
+        partial.replace(file)  # whole for any reader; the latest again where it was there already
+        kept = sorted((p for p in self.directory.iterdir() if not p.name.endswith(".tmp")), key=_mtime)
+        for old in kept[: max(0, len(kept) - self.most)]:
+            old.unlink(missing_ok=True)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # another process pruned it meanwhile
+        return 0.0
