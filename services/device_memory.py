@@ -1,10 +1,10 @@
 """How much of a shared GPU's memory an evaluation of a problem needs, in the units the device lock hands out.
 
 Evaluations in flight share a GPU's memory (services.device_lock). At KernelBench's published sizes one evaluation
-can need most of an H100 (level1/19_ReLU: 6.4 GB of inputs and as much output, held by both children and the
-parent), and two such evaluations side by side ran out of memory and each started again alone: on one H100 with
-two in flight, 9 of 51 evaluations of an RL step did, 41% of the worker's time. So each evaluation holds a share of
-the device's memory, and a problem whose tensors need more waits for it before its candidate runs.
+can need more than half an H100 (level1/19_ReLU: 6.4 GB of inputs and as much output, held by both children and
+the parent), and two such evaluations side by side ran out of memory and each started again alone: on one H100
+with two in flight, 9 of 51 evaluations of an RL step did, which took 41% of the worker's time. So each evaluation
+holds a share of the device's memory, and a problem whose tensors need more waits for it before its candidate runs.
 
 The need is estimated from the reference's first correctness call (its inputs' and output's bytes), where the
 evaluation stops and starts again with the units it needs if they pass its share, before the candidate has run:
@@ -29,13 +29,13 @@ CHILD_OVERHEAD_BYTES = 768 << 20
 SHARED_FRACTION = 0.9
 
 
-def footprint_bytes(inputs: int, output: int, reference_processes: int) -> int:
-    """Device memory an evaluation holds at its peak, from the reference's inputs and output (bytes): the
-    reference child's inputs and output, each more timing process's, the candidate child's inputs and two outputs
-    (the determinism check keeps both), and the parent's copies of both outputs."""
-    references = max(1, reference_processes)
-    children = references + 1
-    return (references + 1) * inputs + (references + 4) * output + children * CHILD_OVERHEAD_BYTES
+def footprint_bytes(inputs: int, output: int) -> int:
+    """Device memory an evaluation holds at its peak, from the reference's inputs and output (bytes): during
+    correctness, the reference child's inputs and output, the candidate child's inputs and two outputs (the
+    determinism check keeps both) and the parent's copies of both outputs, with both children's contexts and a
+    third's (the reference's later timing processes start after the two children have released their tensors,
+    one at a time, and hold less)."""
+    return 2 * inputs + 5 * output + 3 * CHILD_OVERHEAD_BYTES
 
 
 def units(need_bytes: int, device_bytes: int) -> int:

@@ -231,9 +231,7 @@ class Evaluator:
     def _sized(self, problem: Problem, held: int, inputs: int, output: int) -> None:
         """Told the reference's input and output bytes on its first call: the problem's need is remembered where it
         was not known, and an evaluation that needs more units than it holds starts again with them."""
-        need = device_memory.units(
-            footprint_bytes(inputs, output, self.settings.reference_processes), self._device_bytes()
-        )
+        need = device_memory.units(footprint_bytes(inputs, output), self._device_bytes())
         if self._footprints.get(problem) is None:
             self._footprints.set(problem, need)
         if need > held:

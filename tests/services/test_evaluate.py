@@ -441,22 +441,20 @@ def test_problem_footprints_are_shared_by_reference_source_and_only_the_latest_k
     assert mine.get(a) == 12 and mine.get(c) == 32 and other_process.get(b) is None
 
 
-def test_a_problems_memory_need_counts_both_children_the_timing_processes_and_the_parents_copies():
+def test_a_problems_memory_need_counts_both_childrens_tensors_and_the_parents_copies():
     from services.device_lock import MEMORY_UNITS
     from services.device_memory import CHILD_OVERHEAD_BYTES, footprint_bytes, units
 
     gb = 1 << 30
-    # One reference process: the reference's inputs and output, the candidate's inputs and two outputs, the
-    # parent's two outputs; two children's contexts.
-    assert footprint_bytes(gb, 2 * gb, 1) == 2 * gb + 5 * 2 * gb + 2 * CHILD_OVERHEAD_BYTES
-    # Each more timing process holds the reference's tensors once more, and a context.
-    assert footprint_bytes(gb, 2 * gb, 3) - footprint_bytes(gb, 2 * gb, 1) == 2 * (3 * gb + CHILD_OVERHEAD_BYTES)
+    # The reference's inputs and output, the candidate's inputs and two outputs, the parent's two outputs, and the
+    # contexts of both children and a timing process.
+    assert footprint_bytes(gb, 2 * gb) == 2 * gb + 5 * 2 * gb + 3 * CHILD_OVERHEAD_BYTES
     h100 = 80 * gb
     assert units(0, h100) == 1
-    assert units(footprint_bytes(4 << 20, 4 << 20, 3), h100) == 2  # a bundled problem: the contexts
+    assert units(footprint_bytes(4 << 20, 4 << 20), h100) == 2  # a bundled problem: the contexts
     # KernelBench level1/19_ReLU at its published sizes (6.4 GB in, as much out): two of them never share an H100.
-    assert units(footprint_bytes(6_442_450_944, 6_442_450_944, 3), h100) > MEMORY_UNITS // 2
-    assert units(footprint_bytes(64 * gb, 64 * gb, 3), h100) == MEMORY_UNITS
+    assert units(footprint_bytes(6_442_450_944, 6_442_450_944), h100) > MEMORY_UNITS // 2
+    assert units(footprint_bytes(64 * gb, 64 * gb), h100) == MEMORY_UNITS
 
 
 def test_a_timed_output_of_another_shape_is_rejected_before_the_parent_receives_it(evaluator, relu):
