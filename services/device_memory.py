@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
+
+import torch
 
 from services.device_lock import MEMORY_UNITS
 from services.problems import Problem
@@ -42,6 +45,24 @@ def units(need_bytes: int, device_bytes: int) -> int:
     """The units (of MEMORY_UNITS) that hold `need_bytes` on a device of `device_bytes`, at least 1."""
     unit = device_bytes * SHARED_FRACTION / MEMORY_UNITS
     return min(MEMORY_UNITS, max(1, math.ceil(need_bytes / unit)))
+
+
+def settle(device_bytes: int, most_s: float = 10.0) -> float:
+    """Wait until the device's free memory reaches its shared part, or stops growing for half a second (what other
+    processes keep idle: their contexts, their kept reference children): an evaluation with every unit must not meet
+    the memory of the last evaluations' children, which are still dying when their units are free (at conc 4 on an
+    H100, a reference alone ran out of memory with 116 MB free). Returns the seconds waited."""
+    t0 = last_growth = time.monotonic()
+    free = torch.cuda.mem_get_info()[0]
+    while free < device_bytes * SHARED_FRACTION and time.monotonic() - last_growth < 0.5:
+        if time.monotonic() - t0 > most_s:
+            break
+        time.sleep(0.02)
+        now = torch.cuda.mem_get_info()[0]
+        if now > free + (64 << 20):
+            last_growth = time.monotonic()
+        free = max(free, now)
+    return time.monotonic() - t0
 
 
 class Footprints:

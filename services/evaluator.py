@@ -259,6 +259,7 @@ class Evaluator:
                 self.references.close()  # this process's idle reference children hold device memory too
                 drain_closed_children(every=True)  # an earlier attempt's, whatever they held
                 torch.cuda.empty_cache()
+                device_memory.settle(self._device_bytes())  # and the last evaluations' dying children theirs
             try:
                 yield
             finally:

@@ -406,6 +406,23 @@ def test_a_problem_whose_reference_ran_out_of_memory_beside_another_starts_its_n
         assert all(child.proc.poll() is not None for child in sandbox._SUPERVISOR._reaping)
 
 
+def test_an_evaluation_with_the_device_to_itself_waits_for_memory_still_being_freed():
+    # At 4 in flight on an H100, a reference alone ran out of memory with 116 MB free: the last evaluations'
+    # children were still dying when their units were free.
+    from services.device_memory import settle
+
+    total = torch.cuda.get_device_properties(0).total_memory
+    held = [torch.empty(total // 5, dtype=torch.uint8, device="cuda")]  # below the shared part while it is held
+
+    def free() -> None:
+        held.clear()
+        torch.cuda.empty_cache()
+
+    threading.Timer(0.3, free).start()
+    waited = settle(total)
+    assert not held and 0.3 <= waited < 5
+
+
 def test_a_problem_whose_tensors_pass_its_share_of_memory_waits_for_its_units_before_the_candidate_runs(tmp_path):
     # On one H100 with two evaluations in flight, 9 of 51 evaluations of a KernelBench step ran out of memory beside
     # the other and started again alone. 4 GiB in and out need more than an eighth of the device at their peak: the
