@@ -91,10 +91,12 @@ PHASES = (
     *("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"),  # the hold, by part
     "timing_reference_processes",  # the hold while a new reference is timed in more processes
     *("start_ready_wait", "start_drain"),  # what `start` waited for
+    *("memory_wait", "earlier_attempts"),  # outside `total`, on a shared GPU
 )
 # The stages of services.evaluator that do not overlap (`compile` is taken out of `correctness`; `first_call`
 # includes the compile, the `timing_*` parts are inside `timing`): each one's share of the evaluations' time.
 STAGES = ("start", "load", "precompile", "compile", "correctness", "timing", "profile", "dependence")
+OUTSIDE_TOTAL = ("memory_wait", "earlier_attempts")
 
 
 def workload(problem_dir: Path | None, kernel_dir: Path = KB_KERNELS, only: str | None = None) -> list[dict]:
@@ -252,12 +254,13 @@ def not_passed(
 
 
 def stage_shares(results: list[dict]) -> dict:
-    """Each stage's share of the evaluations' own time (their `total` phases summed), `other` for what no stage
-    covers (the static triage, closing the children), and that time in seconds as `evaluations_s`."""
-    total = sum(r["phases"].get("total", 0.0) for r in results)
+    """Each stage's share of the evaluations' whole time (their `total` phases, waits for device memory and
+    attempts started again with more of it, summed), `other` for what no stage covers (the static triage, closing
+    the children), and that time in seconds as `evaluations_s`."""
+    total = sum(r["phases"].get(p, 0.0) for r in results for p in ("total", *OUTSIDE_TOTAL))
     if total <= 0:
         return {}
-    shares = {s: round(sum(r["phases"].get(s, 0.0) for r in results) / total, 4) for s in STAGES}
+    shares = {s: round(sum(r["phases"].get(s, 0.0) for r in results) / total, 4) for s in (*STAGES, *OUTSIDE_TOTAL)}
     shares = {s: v for s, v in shares.items() if v > 0}
     return {**shares, "other": round(1 - sum(shares.values()), 4), "evaluations_s": round(total, 1)}
 

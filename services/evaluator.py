@@ -84,17 +84,27 @@ class Evaluator:
             raise InfrastructureFault("device 'cuda' requested but no CUDA device is available")
         if device != "cuda" or self._footprints is None:  # the device is this process's alone
             return self._attempt(problem, candidate_source, options, device, timings, None, Diagnostics())
-        units, retries = self._footprints.get(problem) or self._share, 0
+        slot = self.timing_slot
+        assert slot is not None  # made from the device lock, as the footprints are
+        units, retries, earlier_s = self._footprints.get(problem) or self._share, 0, 0.0
         while True:
             diagnostics = Diagnostics(memory_units=units, memory_retries=retries)
+            began, waited = time.monotonic(), slot.memory_waited_s
             try:
-                return self._attempt(problem, candidate_source, options, device, timings, units, diagnostics)
+                result, diagnostics = self._attempt(
+                    problem, candidate_source, options, device, timings, units, diagnostics
+                )
             except DeviceMemoryShort as short:  # never raised with the whole device held: units only grow
                 need = short.units or MEMORY_UNITS  # the estimate, or the whole device after running out
                 if short.problem_sized:
                     self._footprints.set(problem, need)
+            else:
+                # Outside the stages' `total`: so that the phases add up to the evaluation's whole time.
+                spent = {"memory_wait": slot.memory_waited_s - waited, "earlier_attempts": earlier_s}
+                phases = result.phases | {k: round(v, 4) for k, v in spent.items() if v > 0}
+                return Evaluation(result.model_copy(update={"phases": phases}), diagnostics)
             # Out of the handler: the last attempt's frames are gone, and with them the buffers they held.
-            units, retries = max(need, units + 1), retries + 1
+            units, retries, earlier_s = max(need, units + 1), retries + 1, earlier_s + time.monotonic() - began
 
     def _attempt(
         self,

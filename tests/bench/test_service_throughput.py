@@ -30,3 +30,20 @@ def test_the_calibration_problems_chosen_by_only_each_get_their_verdicts_counted
     assert row["mode"] == "pipelined-default" and row["evaluations"] == 4
     assert row["verdicts_by_problem"] == {"inplace_axpy": {"passed": 2}, "row_argmax": {"passed": 2}}
     assert row["verdicts"] == {"passed": 4} and row["not_passed"] == []
+
+
+def test_stage_shares_count_the_waits_for_device_memory_and_the_attempts_started_again(monkeypatch):
+    # On one H100, 9 of 51 evaluations of a KernelBench step started again; their first attempts and waits were 41%
+    # of the worker's time and no stage's share showed them.
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import stage_shares
+
+    phases = {"total": 6.0, "timing": 3.0, "correctness": 1.5, "memory_wait": 1.0, "earlier_attempts": 3.0}
+    assert stage_shares([{"phases": phases}, {"phases": {"total": 0.0}}]) == {
+        "correctness": 0.15,
+        "timing": 0.3,
+        "memory_wait": 0.1,
+        "earlier_attempts": 0.3,
+        "other": 0.15,
+        "evaluations_s": 10.0,
+    }

@@ -437,10 +437,12 @@ def test_a_problem_whose_tensors_pass_its_share_of_memory_waits_for_its_units_be
         result, diagnostics = ev.evaluate(problem, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
         assert result.verdict is Verdict.PASSED, result.feedback
         assert diagnostics.memory_retries == 1 and diagnostics.memory_units > MEMORY_UNITS // 8
+        assert result.phases["earlier_attempts"] > 0  # the phases add up to the evaluation's whole time
         need = diagnostics.memory_units
         result, diagnostics = ev.evaluate(problem, unique(bundled_source("level1/1_ReLU")), NO_TIMING)
         assert result.verdict is Verdict.PASSED
         assert diagnostics.memory_retries == 0 and diagnostics.memory_units == need
+        assert "earlier_attempts" not in result.phases
 
 
 def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluations_small_children_to_die(relu, tmp_path):
