@@ -34,7 +34,8 @@
 #                                      # the profile request's growth with a second GPU come from its sessions?
 #   bench/gpu_acceptance.sh 15 "$OUT"  # an RL step on KernelBench (KB required), a mode per GPU count of
 #                                      # STEP_GPUS (default 1,4): 40 problems of levels 1-2, 3 samples each, each
-#                                      # mode counting what finished in its first STEP_CUT_MINUTES (default 3.5)
+#                                      # mode counting what finished in its first STEP_CUT_MINUTES (default 3.5);
+#                                      # STEP_ABBA=1 runs the modes again in reverse order (A B B A)
 #   bench/gpu_acceptance.sh 16 "$OUT"  # the calibration problem whose output hardly depends on its inputs, 40
 #                                      # evaluations through the service (~7 min on an H100)
 #   bench/gpu_acceptance.sh 17 "$OUT"  # the one-GPU checks side by side on a host of 4 GPUs, a lane per GPU: 0 the
@@ -137,7 +138,7 @@ case $part in
     ;;
 15)
     step kernelbench_step 585 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
-        --gpus "${STEP_GPUS:-1,4}" --settings "${STEP_SETTINGS:-default}" --samples 3 --cut-minutes "${STEP_CUT_MINUTES:-3.5}" \
+        --gpus "${STEP_GPUS:-1,4}" --settings "${STEP_SETTINGS:-default}" --samples 3 --cut-minutes "${STEP_CUT_MINUTES:-3.5}" ${STEP_ABBA:+--abba} \
         --json "$out/kernelbench_step.json" --logs "$out/kernelbench-step-logs"
     ;;
 16)

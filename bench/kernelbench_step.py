@@ -25,14 +25,16 @@ By default the batch meets references nobody has timed, as a step on new prompts
 service_throughput's uncounted pass of correct samples, which times and stores them.
 
 `--cut-minutes M` counts only what finished in a mode's first M minutes (the rest reported as `unfinished`):
-the rate of a mode too long for the time at hand, from the same start as a whole one.
+the rate of a mode too long for the time at hand, from the same start as a whole one. `--abba` runs the modes and
+then again in reverse order (A B B A) and reports each one's mean rate: two minutes of a step moved by about 10%
+between runs on one H100 and with the modes' order, more than the settings it compared.
 
 Prints each mode's progress on stderr, one JSON line per mode (evaluations per minute, overall and per GPU;
 verdicts, overall and by sample kind; each stage's share of the evaluations' time, from their `phases`; the
 per-problem check: its correct samples passed and no other did, with the samples whose verdict was not the
-expected one) and a summary line (each mode against one GPU, and how far each problem's median speedup moved from
-the first mode's). `--json OUT` writes the modes' whole rows (service_throughput's) after each mode, and the
-summary at the end.
+expected one) and a summary line (each mode against one GPU, each GPU count's and settings' mean rate, and how far
+each problem's median speedup moved from the first mode's). `--json OUT` writes the modes' whole rows
+(service_throughput's) after each mode, and the summary at the end.
 """
 
 from __future__ import annotations
@@ -220,9 +222,28 @@ def parse_settings(text: str) -> list[dict[str, str]]:
     return modes
 
 
+def mode_plan(counts: list[int], settings: list[dict[str, str]], abba: bool) -> list[tuple[str, int, dict[str, str]]]:
+    """The modes in the order they run, each (name, GPUs, settings): every GPU count with every settings, and with
+    `abba` then the same in reverse (A B B A), so that a machine's drift and the modes' order weigh on each alike."""
+    plan = [
+        (f"step-gpus-{gpus}" + (f"-settings-{n}" if len(settings) > 1 else ""), gpus, extra)
+        for gpus, (n, extra) in itertools.product(counts, enumerate(settings))
+    ]
+    return plan + [(f"{name}-again", gpus, extra) for name, gpus, extra in reversed(plan)] if abba else plan
+
+
+def mean_rates(rows: list[dict]) -> dict[str, float]:
+    """Evaluations per minute by GPU count and settings, averaged over their modes (two each with --abba)."""
+    rates: dict[str, list[float]] = {}
+    for r in rows:
+        rates.setdefault(f"gpus={r['gpus']} {r['settings']}", []).append(r["per_minute"])
+    return {key: round(sum(v) / len(v), 2) for key, v in rates.items()}
+
+
 def step_summary(rows: list[dict]) -> dict:
-    """Each mode's rate against the one-GPU mode of its settings, and (with several modes) how far each problem's
-    median speedup moved from the first mode's (service_throughput.summary)."""
+    """Each mode's rate against the one-GPU mode of its settings, each GPU count's and settings' mean rate over its
+    modes, and (with several modes) how far each problem's median speedup moved from the first mode's
+    (service_throughput.summary)."""
     one: dict[str, float] = {}  # settings -> the rate of their first one-GPU mode
     for r in rows:
         if r["gpus"] == 1:
@@ -242,7 +263,7 @@ def step_summary(rows: list[dict]) -> dict:
     against_first = {
         mode: {k: v[k] for k in ("worst_speedup_difference", "beyond_2pct")} for mode, v in summary(rows).items()
     }
-    return {"modes": modes, "speedups_vs_first_mode": against_first}
+    return {"modes": modes, "mean_per_minute": mean_rates(rows), "speedups_vs_first_mode": against_first}
 
 
 def parse_args() -> argparse.Namespace:
@@ -276,6 +297,12 @@ def parse_args() -> argparse.Namespace:
         help="count each mode's evaluations finished this many minutes after its batch went in (the rest are "
         "reported as unfinished): a rate from a mode longer than the time at hand",
     )
+    parser.add_argument(
+        "--abba",
+        action="store_true",
+        help="run the modes, then again in reverse order (A B B A), and report each one's mean rate: two minutes of "
+        "a step moved by about 10%% between runs and with the modes' order",
+    )
     parser.add_argument("--logs", type=Path, help="keep each stack's Redis, gateway and worker logs here")
     parser.add_argument("--json", type=Path, help="write every mode's whole row and the summary here")
     args = parser.parse_args()
@@ -303,9 +330,9 @@ def main() -> None:
     counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
     rows: list[dict] = []
     references: dict[bytes, tuple[bytes, int]] = {}
-    for gpus, (n, extra) in itertools.product(counts, enumerate(args.settings)):
+    for name, gpus, extra in mode_plan(counts, args.settings, args.abba):
         row = run_mode(
-            f"step-gpus-{gpus}" + (f"-settings-{n}" if len(args.settings) > 1 else ""),
+            name,
             problems,
             args.samples,
             args,

@@ -75,3 +75,28 @@ def test_a_cut_before_any_evaluation_finished_says_so_rather_than_reporting_a_ra
     done = subprocess.run([sys.executable, str(BENCH), *args], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0
     assert "no evaluation finished within the cut of 0.006 s" in done.stderr
+
+
+def test_abba_runs_the_modes_again_in_reverse_and_the_summary_averages_each_ones_rate(monkeypatch):
+    # Two minutes of a step moved by about 10% between runs on one H100 and with the modes' order: more than the
+    # settings it compared. A B B A weighs drift and order on both alike.
+    monkeypatch.syspath_prepend(str(BENCH.parent))
+    from kernelbench_step import mean_rates, mode_plan
+
+    default, four = {}, {"KERNELGYM_WORKER_CONCURRENCY": "4"}
+    plan = mode_plan([1], [default, four], abba=True)
+    assert [(name, gpus) for name, gpus, _ in plan] == [
+        ("step-gpus-1-settings-0", 1),
+        ("step-gpus-1-settings-1", 1),
+        ("step-gpus-1-settings-1-again", 1),
+        ("step-gpus-1-settings-0-again", 1),
+    ]
+    assert [extra for _, _, extra in plan] == [default, four, four, default]
+    assert [name for name, _, _ in mode_plan([1, 4], [default], abba=False)] == ["step-gpus-1", "step-gpus-4"]
+    rows = [
+        {"gpus": 1, "settings": "default", "per_minute": 26.0},
+        {"gpus": 1, "settings": "KERNELGYM_WORKER_CONCURRENCY=4", "per_minute": 30.0},
+        {"gpus": 1, "settings": "KERNELGYM_WORKER_CONCURRENCY=4", "per_minute": 25.0},
+        {"gpus": 1, "settings": "default", "per_minute": 29.0},
+    ]
+    assert mean_rates(rows) == {"gpus=1 default": 27.5, "gpus=1 KERNELGYM_WORKER_CONCURRENCY=4": 27.5}
