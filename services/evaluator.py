@@ -86,15 +86,18 @@ class Evaluator:
             return self._attempt(problem, candidate_source, options, device, timings, None, Diagnostics())
         slot = self.timing_slot
         assert slot is not None  # made from the device lock, as the footprints are
-        units, retries, earlier_s = self._footprints.get(problem) or self._share, 0, 0.0
+        known = self._footprints.get(problem)
+        # `alone`: every unit, and nothing else left on the device: where the problem needs it, not where this
+        # process's share is the whole device (a worker with one evaluation in flight keeps its reference children).
+        units, alone, retries, earlier_s = known or self._share, known == MEMORY_UNITS, 0, 0.0
         while True:
             diagnostics = Diagnostics(memory_units=units, memory_retries=retries)
             began, waited = time.monotonic(), slot.memory_waited_s
             try:
                 result, diagnostics = self._attempt(
-                    problem, candidate_source, options, device, timings, units, diagnostics
+                    problem, candidate_source, options, device, timings, (units, alone), diagnostics
                 )
-            except DeviceMemoryShort as short:  # never raised with the whole device held: units only grow
+            except DeviceMemoryShort as short:  # never raised alone: each attempt holds more, or is alone
                 need = short.units or MEMORY_UNITS  # the estimate, or the whole device after running out
                 if short.problem_sized:
                     self._footprints.set(problem, need)
@@ -104,7 +107,8 @@ class Evaluator:
                 phases = result.phases | {k: round(v, 4) for k, v in spent.items() if v > 0}
                 return Evaluation(result.model_copy(update={"phases": phases}), diagnostics)
             # Out of the handler: the last attempt's frames are gone, and with them the buffers they held.
-            units, retries, earlier_s = max(need, units + 1), retries + 1, earlier_s + time.monotonic() - began
+            units = min(MEMORY_UNITS, max(need, units + 1))
+            alone, retries, earlier_s = units == MEMORY_UNITS, retries + 1, earlier_s + time.monotonic() - began
 
     def _attempt(
         self,
@@ -113,13 +117,14 @@ class Evaluator:
         options: EvalOptions,
         device: str,
         timings: TimingStore | None,
-        units: int | None,
+        memory: tuple[int, bool] | None,
         diagnostics: Diagnostics,
     ) -> Evaluation:
-        """One run of the stages, holding `units` of the shared device's memory (None: the device is this
+        """One run of the stages, holding (units, alone) of the shared device's memory (None: the device is this
         process's). How it ran goes to `diagnostics`, which an EvaluationError out of it carries."""
         record = Record(self.settings.defences)
-        shared = units is not None and units < MEMORY_UNITS
+        shared = memory is not None and not memory[1]
+        units = memory[0] if memory else 0
         link = Link(
             self.settings,
             options,
@@ -133,7 +138,7 @@ class Evaluator:
         self._current = link
         with _reported(diagnostics):
             try:
-                with self._stay(units):
+                with self._stay(memory):
                     result = self._run(link, record, problem, candidate_source, timings, diagnostics)
             except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
                 if shared:
@@ -256,20 +261,22 @@ class Evaluator:
         return torch.cuda.get_device_properties(0).total_memory
 
     @contextmanager
-    def _stay(self, units: int | None) -> Iterator[None]:
-        """An evaluation's stay on a shared device with `units` of its memory, until the children that held it are
-        gone: the next evaluation must not meet their memory. With all units, what this process holds idle goes
-        first."""
-        if units is None:
+    def _stay(self, memory: tuple[int, bool] | None) -> Iterator[None]:
+        """An evaluation's stay on a shared device with (units, alone) of its memory, until the children that held
+        it are gone: the next evaluation must not meet their memory. Alone, what this process holds idle goes
+        first, and the memory of the last evaluations' dying children."""
+        if memory is None:
             yield
             return
-        alone = units >= MEMORY_UNITS
-        with self.timing_slot.occupy(units):
+        units, alone = memory
+        slot = self.timing_slot
+        assert slot is not None  # memory is only shared under the device lock
+        with slot.occupy(units):
             if alone:
                 self.references.close()  # this process's idle reference children hold device memory too
                 drain_closed_children(every=True)  # an earlier attempt's, whatever they held
                 torch.cuda.empty_cache()
-                device_memory.settle(self._device_bytes())  # and the last evaluations' dying children theirs
+                slot.memory_waited_s += device_memory.settle(self._device_bytes())
             try:
                 yield
             finally:
