@@ -123,8 +123,7 @@ def run_worker(settings: ServiceSettings, evaluation: EvalSettings, gpu: int | N
     # more reference child, and with KERNELGYM_PRECOMPILE its compiler child.
     on_gpu = int(evaluation.reference_processes > 1) + int(evaluation.precompile)
     per_evaluation = 2 + (on_gpu if device == "cuda" else 0)
-    evaluation = evaluation.with_concurrent_children(per_evaluation * in_flight)
-    app = worker_app(settings, evaluation.model_copy(update={"device_evaluations": in_flight}))
+    app = worker_app(settings, evaluation.for_pool(in_flight, per_evaluation))
     device_class = settings.device_class
     node = name or f"{device_class}{'' if gpu is None else f'-gpu{gpu}'}-{os.getpid()}@{socket.gethostname()}"
     app.worker_main(

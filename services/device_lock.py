@@ -133,19 +133,7 @@ class TimingSlot:
         held: dict[int, int] = {}  # unit -> the descriptor holding it
         try:
             with self._locked(self.door, fcntl.LOCK_EX):
-                while True:
-                    for i in range(MEMORY_UNITS):
-                        if len(held) == units:
-                            break
-                        if i in held:
-                            continue
-                        fd = self._open(self.units / str(i))
-                        if _try_lock(fd, fcntl.LOCK_EX):
-                            held[i] = fd
-                        else:
-                            os.close(fd)
-                    if len(held) == units:
-                        break
+                while not self._take_units(held, units):
                     if self._cancelled.is_set():
                         raise EvaluationCancelled("cancelled while waiting for the device's memory")
                     time.sleep(_POLL_S)
@@ -154,6 +142,19 @@ class TimingSlot:
         finally:
             for fd in held.values():
                 os.close(fd)  # releases the lock
+
+    def _take_units(self, held: dict[int, int], units: int) -> bool:
+        """Lock free units into `held` until it has `units`; whether it has."""
+        for i in range(MEMORY_UNITS):
+            if len(held) == units:
+                break
+            if i not in held:
+                fd = self._open(self.units / str(i))
+                if _try_lock(fd, fcntl.LOCK_EX):
+                    held[i] = fd
+                else:
+                    os.close(fd)
+        return len(held) == units
 
     def _gather(self, until: float) -> None:
         """Before stopping other evaluations' requests: let them run on until the device is idle, another

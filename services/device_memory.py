@@ -19,6 +19,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -30,6 +31,14 @@ CHILD_OVERHEAD_BYTES = 768 << 20
 # The part of the device's memory the units divide: the rest is for the pool processes' own contexts, warm
 # children and the idle reference children kept between evaluations.
 SHARED_FRACTION = 0.9
+
+
+class MemoryShare(NamedTuple):
+    """What an evaluation holds of a shared device's memory: `units` of MEMORY_UNITS, and whether it is `alone`
+    (every unit, the device cleared for it: its problem needs the whole device)."""
+
+    units: int
+    alone: bool
 
 
 def footprint_bytes(inputs: int, output: int) -> int:
@@ -54,9 +63,7 @@ def settle(device_bytes: int, most_s: float = 10.0) -> float:
     H100, a reference alone ran out of memory with 116 MB free). Returns the seconds waited."""
     t0 = last_growth = time.monotonic()
     free = torch.cuda.mem_get_info()[0]
-    while free < device_bytes * SHARED_FRACTION and time.monotonic() - last_growth < 0.5:
-        if time.monotonic() - t0 > most_s:
-            break
+    while free < device_bytes * SHARED_FRACTION and time.monotonic() < min(last_growth + 0.5, t0 + most_s):
         time.sleep(0.02)
         now = torch.cuda.mem_get_info()[0]
         if now > free + (64 << 20):

@@ -22,7 +22,7 @@ import triton
 
 from services import device_memory, feedback, timing_cache
 from services.device_lock import MEMORY_UNITS, TimingSlot
-from services.device_memory import Footprints, footprint_bytes
+from services.device_memory import Footprints, MemoryShare, footprint_bytes
 from services.errors import DeviceMemoryShort, EarlyVerdict, EvaluationError, InfrastructureFault, ReferenceFailed
 from services.evaluation import Diagnostics, Evaluation
 from services.hidden_shapes import shape_generality
@@ -95,7 +95,7 @@ class Evaluator:
             began, waited = time.monotonic(), slot.memory_waited_s
             try:
                 result, diagnostics = self._attempt(
-                    problem, candidate_source, options, device, timings, (units, alone), diagnostics
+                    problem, candidate_source, options, device, timings, MemoryShare(units, alone), diagnostics
                 )
             except DeviceMemoryShort as short:  # never raised alone: each attempt holds more, or is alone
                 need = short.units or MEMORY_UNITS  # the estimate, or the whole device after running out
@@ -117,14 +117,13 @@ class Evaluator:
         options: EvalOptions,
         device: str,
         timings: TimingStore | None,
-        memory: tuple[int, bool] | None,
+        memory: MemoryShare | None,
         diagnostics: Diagnostics,
     ) -> Evaluation:
-        """One run of the stages, holding (units, alone) of the shared device's memory (None: the device is this
-        process's). How it ran goes to `diagnostics`, which an EvaluationError out of it carries."""
+        """One run of the stages, holding `memory` of the shared device (None: the device is this process's). How
+        it ran goes to `diagnostics`, which an EvaluationError out of it carries."""
         record = Record(self.settings.defences)
-        shared = memory is not None and not memory[1]
-        units = memory[0] if memory else 0
+        shared = memory is not None and not memory.alone
         link = Link(
             self.settings,
             options,
@@ -133,7 +132,7 @@ class Evaluator:
             self.receive_pool,
             self.timing_slot,
             memory_shared=shared,
-            sized=(lambda inputs, output: self._sized(problem, units, inputs, output)) if shared else None,
+            sized=(lambda inputs, output: self._sized(problem, memory.units, inputs, output)) if shared else None,
         )
         self._current = link
         with _reported(diagnostics):
@@ -261,18 +260,17 @@ class Evaluator:
         return torch.cuda.get_device_properties(0).total_memory
 
     @contextmanager
-    def _stay(self, memory: tuple[int, bool] | None) -> Iterator[None]:
-        """An evaluation's stay on a shared device with (units, alone) of its memory, until the children that held
-        it are gone: the next evaluation must not meet their memory. Alone, what this process holds idle goes
-        first, and the memory of the last evaluations' dying children."""
+    def _stay(self, memory: MemoryShare | None) -> Iterator[None]:
+        """An evaluation's stay on a shared device with `memory`, until the children that held it are gone: the
+        next evaluation must not meet their memory. Alone, what this process holds idle goes first, and the memory
+        of the last evaluations' dying children."""
         if memory is None:
             yield
             return
-        units, alone = memory
         slot = self.timing_slot
         assert slot is not None  # memory is only shared under the device lock
-        with slot.occupy(units):
-            if alone:
+        with slot.occupy(memory.units):
+            if memory.alone:
                 self.references.close()  # this process's idle reference children hold device memory too
                 drain_closed_children(every=True)  # an earlier attempt's, whatever they held
                 torch.cuda.empty_cache()
@@ -282,7 +280,7 @@ class Evaluator:
             finally:
                 # With the device alone, its children are gone before the next evaluation has it: on an H100 the next
                 # of a problem with 2 x 4 GiB inputs met a dying child's memory and ran out generating its inputs.
-                drain_closed_children(every=alone)
+                drain_closed_children(every=memory.alone)
 
     def cancel(self) -> bool:
         """Stop the evaluation in flight, from another thread: its children are killed, so `evaluate` raises

@@ -81,11 +81,14 @@ def kill_tree(pid: int) -> None:
 
 def gone(pid: int) -> bool:
     """Exited: no such process, or a zombie (a container's init may never reap an orphan)."""
-    fields = _stat(pid)
-    return fields is None or fields[0] in _ENDED
+    return _ended(_stat(pid))
 
 
 def dying(pid: int) -> bool:
     """Gone, or exiting."""
     fields = _stat(pid)
-    return fields is None or fields[0] in _ENDED or int(fields[6]) & _PF_EXITING != 0
+    return _ended(fields) or int(fields[6]) & _PF_EXITING != 0
+
+
+def _ended(fields: list[bytes] | None) -> bool:
+    return fields is None or fields[0] in _ENDED

@@ -317,12 +317,14 @@ class EvalSettings(BaseSettings):
     )
     feedback_max_chars: int = Field(4000, ge=200)
 
-    def with_concurrent_children(self, concurrent_children: int) -> EvalSettings:
-        """These settings on a host where `concurrent_children` run at once (what a worker counts from its
-        evaluations in flight), unless the environment set that number; the default memory limit follows it."""
-        if "concurrent_children" in self.model_fields_set:
-            return self
-        update: dict[str, object] = {"concurrent_children": concurrent_children}
-        if "memory_limit_mb" not in self.model_fields_set:
-            update["memory_limit_mb"] = default_memory_limit_mb(concurrent_children)
+    def for_pool(self, in_flight: int, children_per_evaluation: int) -> EvalSettings:
+        """These settings in a worker with `in_flight` evaluations on its device, each running
+        `children_per_evaluation` children at once: the device's evaluations, and the children on the host unless
+        the environment set that number (the default memory limit follows it)."""
+        update: dict[str, object] = {"device_evaluations": in_flight}
+        if "concurrent_children" not in self.model_fields_set:
+            concurrent_children = children_per_evaluation * in_flight
+            update["concurrent_children"] = concurrent_children
+            if "memory_limit_mb" not in self.model_fields_set:
+                update["memory_limit_mb"] = default_memory_limit_mb(concurrent_children)
         return self.model_copy(update=update)

@@ -38,6 +38,15 @@ def test_the_default_memory_limit_shares_three_quarters_of_the_host_among_concur
     assert EvalSettings(memory_limit_mb=2048).memory_limit_mb == 2048
 
 
+def test_a_workers_pool_sets_its_devices_evaluations_and_the_hosts_children_unless_the_environment_did(no_limit_env):
+    host = host_memory_mb()
+    pooled = EvalSettings().for_pool(in_flight=4, children_per_evaluation=3)
+    assert (pooled.device_evaluations, pooled.concurrent_children) == (4, 12)
+    assert pooled.memory_limit_mb == host * 3 // 4 // 12
+    fixed = EvalSettings(concurrent_children=2, memory_limit_mb=2048).for_pool(in_flight=4, children_per_evaluation=3)
+    assert (fixed.device_evaluations, fixed.concurrent_children, fixed.memory_limit_mb) == (4, 2, 2048)
+
+
 @pytest.mark.parametrize(
     ("proc_cgroup", "files"),
     [
