@@ -204,6 +204,7 @@ def mode_line(row: dict) -> dict:
         **{key: row[key] for key in keys},
         "verdicts_by_kind": row["verdicts_by_kind"],
         "stage_share": row["stage_share"],
+        "by_verdict": row["by_verdict"],
         "new_references": row["new_references"],
         "problem_check": row["problem_check"],
         "unexpected_verdicts": row["not_passed"],

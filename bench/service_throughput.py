@@ -265,6 +265,22 @@ def stage_shares(results: list[dict]) -> dict:
     return {**shares, "other": round(1 - sum(shares.values()), 4), "evaluations_s": round(total, 1)}
 
 
+def by_verdict(results: list[dict]) -> dict[str, dict]:
+    """Per verdict: how many, their median `total` and `stage_shares`, since failures and passes spend their time
+    so differently that the mix's shares hide where either goes."""
+    groups: dict[str, list[dict]] = {}
+    for r in results:
+        groups.setdefault(r["verdict"], []).append(r)
+    return {
+        verdict: {
+            "n": len(rs),
+            "total_median_s": round(statistics.median(r["phases"].get("total", 0.0) for r in rs), 3),
+            "stage_share": stage_shares(rs),
+        }
+        for verdict, rs in sorted(groups.items())
+    }
+
+
 def new_references(labelled: list[tuple[str, dict]]) -> dict:
     """The evaluations (label, result) that timed their reference in full (not from a stored timing): how many per
     problem, the label up to its " [" suffix (one, where candidates of a problem wait for the first's figure), in
@@ -450,6 +466,7 @@ def run_mode(
         ),
         "phase_median_s": {p: round(statistics.median(v), 3) for p, v in phases.items() if v},
         "stage_share": stage_shares(results),
+        "by_verdict": by_verdict(results),
         "phase_max_s": {p: round(max(v), 3) for p, v in phases.items() if v},
         "speedup": {
             label: {

@@ -47,3 +47,20 @@ def test_stage_shares_count_the_waits_for_device_memory_and_the_attempts_started
         "other": 0.15,
         "evaluations_s": 10.0,
     }
+
+
+def test_by_verdict_gives_each_verdicts_count_median_total_and_own_stage_shares(monkeypatch):
+    # A KernelBench step's failures take 1-2 s and its passes ~7 s: one mix of shares hid which of them timing cost.
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import by_verdict
+
+    passed = [{"verdict": "passed", "phases": {"total": t, "timing": t / 2}} for t in (4.0, 6.0, 8.0)]
+    failed = [{"verdict": "incorrect", "phases": {"total": 1.0, "correctness": 0.25}}]
+    assert by_verdict(passed + failed) == {
+        "incorrect": {
+            "n": 1,
+            "total_median_s": 1.0,
+            "stage_share": {"correctness": 0.25, "other": 0.75, "evaluations_s": 1.0},
+        },
+        "passed": {"n": 3, "total_median_s": 6.0, "stage_share": {"timing": 0.5, "other": 0.5, "evaluations_s": 18.0}},
+    }
