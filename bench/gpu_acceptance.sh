@@ -155,7 +155,7 @@ case $part in
     (
         export CUDA_VISIBLE_DEVICES=1
         step test_gpu 270 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py \
-            tests/services/test_reference_sandbox.py tests/services/test_precompile.py
+            tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py
         step repeat_small_no_floor 140 env KERNELGYM_TARGET_CI_TICKS=0 "$py" bench/eval_wall.py repeat --device cuda
         step repeat_small_floor 140 env KERNELGYM_TARGET_CI_TICKS=1.6 "$py" bench/eval_wall.py repeat --device cuda
     ) &

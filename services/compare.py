@@ -78,36 +78,27 @@ def structure_mismatch(ref: dict[str, Any], cand: dict[str, Any], where: str = "
 
 
 def compare_tensor(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: float) -> Comparison:
-    """Elementwise |cand - ref| <= atol + rtol*|ref| with identical NaN/±Inf positions, chunked so
-    multi-GB outputs need little extra memory."""
+    """Elementwise |cand - ref| <= atol + rtol*|ref| with identical NaN/±Inf positions: on a GPU in one fused pass
+    (services.compare_gpu), elsewhere in chunks, so that multi-GB outputs need little extra memory either way."""
     if ref.dtype.is_complex:  # real and imaginary parts are compared (and counted) separately
         ref, cand = torch.view_as_real(ref), torch.view_as_real(cand)
     result = Comparison(total=ref.numel())
     r_flat, c_flat = ref.reshape(-1), cand.reshape(-1)
-    exact = not (ref.dtype.is_floating_point or ref.dtype.is_complex)
-    nonfinite_mismatch = 0
-    for start in range(0, r_flat.numel(), CHUNK):
-        r = r_flat[start : start + CHUNK]
-        c = c_flat[start : start + CHUNK]
-        if exact:
-            result.mismatched += int((r != c).sum())
-            continue
-        r, c = r.float() if r.dtype in HALF_DTYPES else r, c.float() if c.dtype in HALF_DTYPES else c
-        finite = torch.isfinite(r) & torch.isfinite(c)
-        bad_special = (
-            (torch.isnan(r) != torch.isnan(c))
-            | ((r == math.inf) != (c == math.inf))
-            | ((r == -math.inf) != (c == -math.inf))
+    exact = not ref.dtype.is_floating_point
+    if exact:
+        chunks = range(0, ref.numel(), CHUNK)
+        bad, nonfinite_mismatch = sum(int((r_flat[i : i + CHUNK] != c_flat[i : i + CHUNK]).sum()) for i in chunks), 0
+    elif ref.is_cuda:
+        from services.compare_gpu import fused_comparison  # Triton: imported only where a GPU compares
+
+        bad, nonfinite_mismatch, result.max_abs_error, result.max_rel_error = fused_comparison(
+            r_flat, c_flat, atol, rtol
         )
-        nonfinite_mismatch += int(bad_special.sum())
-        diff = torch.where(finite, (c - r).abs(), torch.zeros((), dtype=r.dtype, device=r.device))
-        bad = finite & (diff > atol + rtol * r.abs())
-        result.mismatched += int(bad.sum()) + int(bad_special.sum())
-        if finite.any():
-            result.max_abs_error = max(result.max_abs_error, float(diff.max()))
-            big = finite & (r.abs() > atol)
-            if big.any():
-                result.max_rel_error = max(result.max_rel_error, float((diff[big] / r[big].abs()).max()))
+    else:
+        bad, nonfinite_mismatch, result.max_abs_error, result.max_rel_error = chunked_comparison(
+            r_flat, c_flat, atol, rtol
+        )
+    result.mismatched = bad + nonfinite_mismatch
     if result.mismatched:
         share = result.mismatched / max(result.total, 1)
         what = "values" if exact else f"values (atol={atol:g}, rtol={rtol:g})"
@@ -116,6 +107,35 @@ def compare_tensor(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: flo
             msg += f"; {nonfinite_mismatch} NaN/Inf positions do not match the reference"
         result.fail(msg)
     return result
+
+
+def chunked_comparison(
+    r_flat: torch.Tensor, c_flat: torch.Tensor, atol: float, rtol: float
+) -> tuple[int, int, float, float]:
+    """`services.compare_gpu.fused_comparison` in torch operations, chunk by chunk: (elements beyond the tolerance
+    among finite pairs, NaN/±Inf positions that differ, the largest absolute error, the largest relative error where
+    |ref| > atol)."""
+    bad_total = special_total = 0
+    max_abs = max_rel = 0.0
+    for start in range(0, r_flat.numel(), CHUNK):
+        r = r_flat[start : start + CHUNK]
+        c = c_flat[start : start + CHUNK]
+        r, c = r.float() if r.dtype in HALF_DTYPES else r, c.float() if c.dtype in HALF_DTYPES else c
+        finite = torch.isfinite(r) & torch.isfinite(c)
+        bad_special = (
+            (torch.isnan(r) != torch.isnan(c))
+            | ((r == math.inf) != (c == math.inf))
+            | ((r == -math.inf) != (c == -math.inf))
+        )
+        special_total += int(bad_special.sum())
+        diff = torch.where(finite, (c - r).abs(), torch.zeros((), dtype=r.dtype, device=r.device))
+        bad_total += int((finite & (diff > atol + rtol * r.abs())).sum())
+        if finite.any():
+            max_abs = max(max_abs, float(diff.max()))
+            big = finite & (r.abs() > atol)
+            if big.any():
+                max_rel = max(max_rel, float((diff[big] / r[big].abs()).max()))
+    return bad_total, special_total, max_abs, max_rel
 
 
 def compare_outputs(ref: list[torch.Tensor], cand: list[torch.Tensor], tol: Any) -> Comparison:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,14 @@ from services.parent.correctness import CorrectnessOutcome, correctness, hidden_
 from services.parent.defences import plausibility, record_silent_guards
 from services.parent.dependence import output_dependence
 from services.parent.link import SMALL_TENSOR_BYTES, Link
-from services.parent.load import acquire_references, load, start_children, start_reference, static_triage
+from services.parent.load import (
+    acquire_references,
+    load,
+    refuse_unparsable,
+    start_children,
+    start_reference,
+    static_triage,
+)
 from services.parent.precompile import begin_precompile, finish_precompile
 from services.parent.profile import ProfileOutcome, profile
 from services.parent.record import Record
@@ -135,10 +142,15 @@ class Evaluator:
             sized=(lambda inputs, output: self._sized(problem, memory.units, inputs, output)) if shared else None,
         )
         self._current = link
-        with _reported(diagnostics):
+        with _reported(diagnostics), ExitStack() as stay:
             try:
-                with self._stay(memory):
-                    result = self._run(link, record, problem, candidate_source, timings, diagnostics)
+
+                def begin_stay() -> None:
+                    """Once the source has passed the parent's own checks: one refused there never waits for the
+                    device's memory."""
+                    stay.enter_context(self._stay(memory))
+
+                result = self._run(link, record, problem, candidate_source, timings, diagnostics, begin_stay)
             except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
                 if shared:
                     raise DeviceMemoryShort("the device ran out of memory for the parent's buffers", True) from exc
@@ -162,8 +174,10 @@ class Evaluator:
         candidate: str,
         timings: TimingStore | None,
         diagnostics: Diagnostics,
+        begin_stay: Callable[[], None],
     ) -> EvalResult:
-        """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached."""
+        """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached.
+        `begin_stay` takes the evaluation's share of a shared device, before the first child is given its job."""
         s, opt, gpu = link.settings, link.options, link.device == "cuda"
         phases: dict[str, float] = {}
         checked, timed, profiled = CorrectnessOutcome(), TimingOutcome(), ProfileOutcome()
@@ -173,8 +187,10 @@ class Evaluator:
         ended = False
         t0 = time.monotonic()
         try:
+            refuse_unparsable(candidate)
             if link.defended:
                 static_triage(record, candidate)
+            begin_stay()
             with _phase(phases, "start"):
                 started = start_children(link, self.pool, self.references, problem, candidate)
                 diagnostics.reference_kept = started.reference_kept

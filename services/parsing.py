@@ -12,10 +12,10 @@ from __future__ import annotations
 import ast
 
 
-def parse(source: str) -> ast.Module:
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
     """`ast.parse`, raising SyntaxError for every way the parser can fail on its input."""
     try:
-        return ast.parse(source)
+        return ast.parse(source, filename)
     except SyntaxError:
         raise
     except (RecursionError, MemoryError):

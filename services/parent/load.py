@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import time
+import traceback
 from dataclasses import dataclass
 
 from services.errors import (
@@ -26,6 +27,16 @@ from services.protocol.messages import START_NO_DEVICE_MEMORY, Load, Loaded, com
 from services.sandbox import Child, ChildPool
 from services.schema import Check, CheckName, Verdict
 from services.static import triage
+
+
+def refuse_unparsable(candidate: str) -> None:
+    """A candidate Python cannot parse is a compile error before any child or device memory is given to it: its
+    import in a child would fail the same way (the same interpreter compiles it), after waiting for both."""
+    try:
+        parse(candidate, "kg_candidate.py")
+    except SyntaxError as exc:
+        shown = "".join(traceback.format_exception_only(exc)).rstrip()
+        raise EarlyVerdict(Verdict.COMPILE_ERROR, f"Error while importing the candidate:\n{shown}") from None
 
 
 def static_triage(record: Record, candidate: str) -> None:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +24,7 @@ from services.protocol.tensors import describe
 
 INF = math.inf
 NAN = math.nan
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _desc(obj):
@@ -452,3 +457,63 @@ def test_inputs_equal_detects_changed_shape():
 def test_inputs_equal_with_unchanged_nan_inputs():
     before = [torch.tensor([1.0, NAN])]
     assert inputs_equal(before, [before[0].clone()])
+
+
+# compare_tensor() on a GPU: the fused kernel against the chunked torch operations
+
+
+def fused_agrees_with_chunked(device: str, n: int = 10_007) -> None:
+    """For each floating dtype, tensors holding everything a comparison counts (errors inside and beyond the
+    tolerance, NaN and ±Inf at the same and at different places, zeros where the relative error is not taken, a
+    difference that overflows), over a length that is not a whole number of blocks: the fused kernel's counts and
+    maxima equal the chunked torch form's."""
+    from services.compare import chunked_comparison
+    from services.compare_gpu import fused_comparison
+
+    g = torch.Generator().manual_seed(7)
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        ref = torch.randn(n, generator=g, dtype=torch.float64)
+        cand = ref + torch.randn(n, generator=g, dtype=torch.float64) * torch.where(
+            torch.rand(n, generator=g) < 0.05, 1e-1, 1e-6
+        )
+        ref[:20] = 0.0
+        for i, (r, c) in enumerate([(NAN, NAN), (NAN, 1.0), (2.0, NAN), (INF, INF), (INF, -INF), (-INF, 3.0)]):
+            ref[100 + i], cand[100 + i] = r, c
+        big = torch.finfo(dtype).max * 0.75
+        ref[200], cand[200] = big, -big  # the difference overflows, except fp16's (compared in fp32)
+        ref, cand = ref.to(dtype).to(device), cand.to(dtype).to(device)
+        for atol, rtol in ((1e-4, 1e-4), (1e-2, 1e-2), (0.5, 0.0)):
+            fused = fused_comparison(ref, cand, atol, rtol)
+            chunked = chunked_comparison(ref, cand, atol, rtol)
+            assert fused == chunked, (dtype, atol, rtol, fused, chunked)
+            assert fused[0] > 0 and fused[1] == 4
+            assert (fused[2] == math.inf) == (dtype != torch.float16)
+
+
+def test_the_fused_comparison_counts_what_the_chunked_one_counts_under_the_interpreter():
+    # The GPU kernel, run on CPU tensors by Triton's interpreter; test_gpu.py's lane runs it compiled.
+    script = "import sys; sys.path.insert(0, sys.argv[1]); from test_compare import fused_agrees_with_chunked; "
+    script += "fused_agrees_with_chunked('cpu')"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(Path(__file__).parent)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_the_fused_comparison_counts_what_the_chunked_one_counts_on_a_gpu():
+    fused_agrees_with_chunked("cuda", n=3 * 2**20 + 5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_gpu_comparison_of_tensors_that_differ_fails_with_the_counts():
+    ref = torch.zeros(5000, device="cuda")
+    cand = ref.clone()
+    cand[:3] = 1.0
+    cand[10] = NAN
+    c = compare_tensor(ref, cand, 1e-4, 1e-4)
+    assert not c.ok and c.mismatched == 4 and c.max_abs_error == 1.0
+    assert "NaN/Inf positions" in c.reason

@@ -127,11 +127,13 @@ def test_nan_in_wrong_place_is_incorrect(evaluator, relu):
     assert "NaN/Inf" in result.feedback
 
 
-def test_syntax_error_is_compile_error(evaluator, relu):
-    result = evaluator.evaluate(relu, "class ModelNew(:\n    pass\n", NO_TIMING).result
+def test_syntax_error_is_compile_error_before_any_child_or_device_memory(evaluator, relu):
+    # Unparsable samples are common in RL rollouts: they waited for device memory and two children to hear it.
+    result, diagnostics = evaluator.evaluate(relu, "import torch\nclass ModelNew(:\n    pass\n", NO_TIMING)
     assert result.verdict is Verdict.COMPILE_ERROR
     assert not result.compiled
-    assert "SyntaxError" in result.feedback
+    assert "SyntaxError" in result.feedback and 'File "kg_candidate.py", line 2' in result.feedback
+    assert "start" not in result.phases and diagnostics.requests == {}
 
 
 def test_missing_model_new_is_compile_error(evaluator, relu):
