@@ -206,10 +206,20 @@ class Link:
     def children(self) -> list[Child]:
         return [c for c in (self.ref, self.cand, self.compiler, *self.others) if c is not None]
 
+    def replace(self, old: Child, new: Child) -> None:
+        """`new` in `old`'s place among the link's children (one that died before its job)."""
+        if self.ref is old:
+            self.ref = new
+        elif self.cand is old:
+            self.cand = new
+        else:
+            self.others[self.others.index(old)] = new
+
     def retire(self, child: Child) -> None:
-        """Close one of the other reference children."""
+        """Close one of the other reference children (one replaced before its job is no longer among them)."""
         child.close()
-        self.others.remove(child)
+        if child in self.others:
+            self.others.remove(child)
 
     def keep_reference(self, trim: bool = False) -> Child | None:
         """The reference child, taken out of this link for the next evaluation of its problem once it has

@@ -84,19 +84,19 @@ def start_children(link: Link, pool: ChildPool, kept: KeptReferences, problem: P
     a cancel kills a child still starting. Nothing of the request has run in a starting child, so a failure here is
     the machine's (InfrastructureFault)."""
     deadline = time.monotonic() + link.settings.child_start_timeout_s
-    link.ref = kept.take(kept.key(link.device, problem))
-    reused = link.ref is not None
-    if reused:
+    link.ref = earlier = kept.take(kept.key(link.device, problem))
+    if earlier is not None:
         try:
-            _start_job(link, link.ref, "reference", problem.source, None, deadline)
-        except InfrastructureFault:  # it died while kept (anything of this user may kill it): a fresh one
+            start_job(link, earlier, "reference", problem.source, None, deadline)
+        except InfrastructureFault:  # it died while kept (anything of this user may kill it) and so did its stand-in
             link.ref.close()
-            link.ref, reused = None, False
+            link.ref = None
+    reused = earlier is not None and link.ref is earlier
     link.cand = pool.acquire(link.device)
     if link.ref is None:
         link.ref = pool.acquire(link.device)
-        _start_job(link, link.ref, "reference", problem.source, None, deadline)
-    _start_job(link, link.cand, "candidate", problem.source, candidate, deadline)
+        start_job(link, link.ref, "reference", problem.source, None, deadline)
+    start_job(link, link.cand, "candidate", problem.source, candidate, deadline)
     return StartOutcome(
         reference_kept=reused,
         ready_wait_s=link.ref.waited_ready_s + link.cand.waited_ready_s,
@@ -112,21 +112,34 @@ def acquire_references(link: Link, pool: ChildPool, n: int) -> list[Child]:
     return children
 
 
-def start_reference(link: Link, child: Child, problem: Problem) -> None:
-    """Give one of those children the reference's job and load it."""
+def start_reference(link: Link, child: Child, problem: Problem) -> Child:
+    """Give one of those children the reference's job and load it; the child that runs it (`start_job`)."""
     t = time.monotonic()
-    _start_job(link, child, "reference", problem.source, None, t + link.settings.child_start_timeout_s)
+    child = start_job(link, child, "reference", problem.source, None, t + link.settings.child_start_timeout_s)
     link.ask(child, Load(), Loaded, time.monotonic() + link.settings.load_timeout_s, "loading the reference")
+    return child
 
 
-def _start_job(link: Link, child: Child, role: str, reference: str, candidate: str | None, deadline: float) -> None:
-    link.stop_if_cancelled()
-    job = link.job(role, reference, candidate)
-    try:
-        child.start_job(command_header(job), deadline)
-    except (ChildDied, ChildTimedOut, ProtocolError) as exc:
+def start_job(link: Link, child: Child, role: str, reference: str, candidate: str | None, deadline: float) -> Child:
+    """Give `child` its job, and return the child that runs it. One that died before its job is replaced in the
+    link by a fresh child, once: nothing of any request ran in it (a starting child whose CUDA context found the
+    device full while it waited in the pool exits so: on an H100 beside 3 busy GPUs, an honest candidate's
+    evaluation got `failed` from one)."""
+    header = command_header(link.job(role, reference, candidate))
+    replaced = False
+    while True:
         link.stop_if_cancelled()
-        raise start_failure(role, exc, child.output_tail(), link.memory_shared) from None
+        try:
+            child.start_job(header, deadline)
+            return child
+        except (ChildDied, ChildTimedOut, ProtocolError) as exc:
+            link.stop_if_cancelled()
+            if replaced or not isinstance(exc, ChildDied):
+                raise start_failure(role, exc, child.output_tail(), link.memory_shared) from None
+            fresh = Child(link.device, link.settings)
+            link.replace(child, fresh)
+            child.close()
+            child, replaced = fresh, True
 
 
 def start_failure(role: str, exc: ChildError, output: str, memory_shared: bool) -> EvaluationError:

@@ -53,7 +53,7 @@ class TimingPlan:
     cap_s: float
     processes: int
     acquire_references: Callable[[int], list[Child]]
-    start_reference: Callable[[Child], None]
+    start_reference: Callable[[Child], Child]
     reference_output: Structure | None
 
 
@@ -353,7 +353,7 @@ def _other_processes(
             break
         child = children.pop(0) if children else plan.acquire_references(1)[0]
         try:
-            plan.start_reference(child)
+            child = plan.start_reference(child)
             with link.slot():
                 began = time.monotonic()
                 deadline = began + s.timing_timeout_s
