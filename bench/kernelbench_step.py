@@ -148,15 +148,21 @@ def sample_source(problem: dict, kind: str) -> str:
     return source + f"\n# {uuid.uuid4().hex}\n"
 
 
-def step_batch(gym: KernelGymClient, problems: list[dict], k: int) -> list[tuple[str, dict]]:
-    """The step's submissions, each problem's `k` samples together, labelled `<problem id> [<kind>]`."""
-    out = []
+def step_batch(gym: KernelGymClient, problems: list[dict], k: int, order: str = "problem") -> list[tuple[str, dict]]:
+    """The step's submissions, labelled `<problem id> [<kind>]`: each problem's `k` samples together, as a GRPO
+    or TRLOO step sends a group (`order` "problem"), or the first sample of every problem, then the second of
+    every problem, and so on ("interleaved")."""
+    groups = []
     for index, problem in enumerate(problems):
+        group = []
         for kind in sample_kinds(index, k):
             named = ("honest" if problem["honest"] else "copy") if kind == "correct" else kind
             body = gym.submission(sample_source(problem, kind), reference=problem["reference"])
-            out.append((f"{problem['label']} [{named}]", body))
-    return out
+            group.append((f"{problem['label']} [{named}]", body))
+        groups.append(group)
+    if order == "interleaved":
+        return [job for wave in itertools.zip_longest(*groups) for job in wave if job is not None]
+    return [job for group in groups for job in group]
 
 
 def split_label(label: str) -> tuple[str, str]:
@@ -277,6 +283,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--only", help="comma-separated problem ids or fnmatch patterns, instead of --problems")
     parser.add_argument("--samples", type=int, default=6, help="samples per problem (a third each kind)")
     parser.add_argument(
+        "--order",
+        choices=["problem", "interleaved"],
+        default="problem",
+        help="each problem's samples together (as a step sends a group), or one of each problem in turn",
+    )
+    parser.add_argument(
         "--kernels",
         type=Path,
         help="honest kernels by problem id (default: bench/kernels/kernelbench; the bundled problems' own)",
@@ -326,6 +338,7 @@ def main() -> None:
     problems = workload(args.root, ids, args.kernels.resolve())
     head = {"date": datetime.date.today().isoformat(), "commit": commit(), "problems": len(ids)}
     head |= {"samples": args.samples, "honest_kernels": sum(p["honest"] for p in problems), "warm": args.warm}
+    head |= {"order": args.order}
     print(json.dumps({**head, "ids": ids}), flush=True)
     env = {"KERNELGYM_WARM_CHILDREN": str(args.warm_children)}
     counts = [1] if args.device_class == "cpu" else [int(n) for n in args.gpus.split(",")]
@@ -340,7 +353,7 @@ def main() -> None:
             {**env, **extra},
             references,
             gpus,
-            batch=lambda gym: step_batch(gym, problems, args.samples),
+            batch=lambda gym: step_batch(gym, problems, args.samples, args.order),
             expected=expected,
             cut_s=None if args.cut_minutes is None else 60 * args.cut_minutes,
         )

@@ -100,3 +100,28 @@ def test_abba_runs_the_modes_again_in_reverse_and_the_summary_averages_each_ones
         {"gpus": 1, "settings": "default", "per_minute": 29.0},
     ]
     assert mean_rates(rows) == {"gpus=1 default": 27.5, "gpus=1 KERNELGYM_WORKER_CONCURRENCY=4": 27.5}
+
+
+def test_an_interleaved_step_sends_one_sample_of_every_problem_in_turn(monkeypatch):
+    # A step's groups sent as they are made put a problem's samples side by side on the workers (its new reference,
+    # its memory); `--order interleaved` measures the other way.
+    monkeypatch.syspath_prepend(str(BENCH.parent))
+    from kernelbench_step import step_batch
+
+    from gym_client import KernelGymClient
+
+    problems = [
+        {"label": name, "reference": f"# {name}\n", "candidate": f"# {name} kernel\n", "honest": True}
+        for name in ("a", "b")
+    ]
+    grouped = [label for label, _ in step_batch(KernelGymClient, problems, 3)]
+    assert grouped == [
+        "a [honest]",
+        "a [incorrect]",
+        "a [unparsable]",
+        "b [honest]",
+        "b [incorrect]",
+        "b [no_model_new]",
+    ]
+    turns = [label for label, _ in step_batch(KernelGymClient, problems, 3, "interleaved")]
+    assert turns == ["a [honest]", "b [honest]", "a [incorrect]", "b [incorrect]", "a [unparsable]", "b [no_model_new]"]
