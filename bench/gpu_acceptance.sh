@@ -50,6 +50,10 @@
 #   bench/gpu_acceptance.sh 19 "$OUT"  # the driver's contention at published sizes: operations on GPU 0 beside 0, 4
 #                                      # and 12 loops of children handing over 2 GB on GPU 1 (4 GB allocations),
 #                                      # then children started and ended per second on 1, 2 and 4 GPUs
+#   bench/gpu_acceptance.sh 20 "$OUT"  # two trees A and B (directories holding the project) in turn, A B A B, on
+#                                      # one GPU: bench/eval_wall.py repeat on WALL_PROBLEMS (KB required; default
+#                                      # five level-1/2 problems at published sizes), 3 evaluations each; its
+#                                      # summary prints each turn's medians of wall, correctness and timing
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -61,7 +65,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-19}
+part=${1:?part 1-20}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -187,8 +191,40 @@ case $part in
         --neighbour-mb 2048 --seconds 5
     step context_churn_gpus 200 "$py" bench/context_churn.py --layouts 1,1+1,1+1+1+1 --seconds 8
     ;;
+20)
+    default_problems="level1/19_ReLU level1/36_RMSNorm_ level1/88_MinGPTNewGelu level2/1_Conv2D_ReLU_BiasAdd"
+    default_problems+=" level1/47_Sum_reduction_over_a_dimension"
+    chosen=()
+    for p in ${WALL_PROBLEMS:-$default_problems}; do chosen+=(--problem "$p"); done
+    kb=$(readlink -f "${KB:?KB=<dir holding level1/>}")
+    out=$(readlink -f "$out")
+    for turn in A1:"${A:?A=<tree>}" B1:"${B:?B=<tree>}" A2:"$A" B2:"$B"; do
+        (
+            cd "${turn#*:}" && export PYTHONPATH="${BUNDLE_SITE:-/tmp/kernelgym-site}:$PWD" &&
+                step "wall_${turn%%:*}" 140 "$py" bench/eval_wall.py repeat --device cuda --problems "$kb" \
+                    "${chosen[@]}" --times 3
+        )
+    done
+    for turn in A1 B1 A2 B2; do
+        echo "== $turn"
+        "$py" - "$out/wall_$turn.log" <<'PY'
+import json
+import sys
+
+for line in open(sys.argv[1]):
+    if line.startswith("REPEAT "):
+        _, problem, row = line.split(" ", 2)
+        d = json.loads(row)
+        ph = d["phases_median_s"]
+        print(
+            f"{problem[:40]:40} {d['n']} {d['verdicts']} speedup {d['speedup_median']:.4f} "
+            f"wall {d['wall_s_median']:.2f} correctness {ph['correctness']:.2f} timing {ph['timing']:.2f}"
+        )
+PY
+    done
+    ;;
 *)
-    echo "part must be 1 to 19" >&2
+    echo "part must be 1 to 20" >&2
     exit 2
     ;;
 esac
