@@ -187,9 +187,9 @@ class Evaluator:
         ended = False
         t0 = time.monotonic()
         try:
-            refuse_unparsable(candidate)
+            tree = refuse_unparsable(candidate)
             if link.defended:
-                static_triage(record, candidate)
+                static_triage(record, candidate, tree)
             begin_stay()
             with _phase(phases, "start"):
                 started = start_children(link, self.pool, self.references, problem, candidate)

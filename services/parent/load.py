@@ -29,23 +29,20 @@ from services.schema import Check, CheckName, Verdict
 from services.static import triage
 
 
-def refuse_unparsable(candidate: str) -> None:
-    """A candidate Python cannot parse is a compile error before any child or device memory is given to it: its
-    import in a child would fail the same way (the same interpreter compiles it), after waiting for both."""
+def refuse_unparsable(candidate: str) -> ast.Module:
+    """The candidate's syntax tree. One Python cannot parse is a compile error before any child or device memory is
+    given to it: its import in a child would fail the same way (the same interpreter compiles it), after waiting for
+    both."""
     try:
-        parse(candidate, "kg_candidate.py")
+        return parse(candidate, "kg_candidate.py")
     except SyntaxError as exc:
         shown = "".join(traceback.format_exception_only(exc)).rstrip()
         raise EarlyVerdict(Verdict.COMPILE_ERROR, f"Error while importing the candidate:\n{shown}") from None
 
 
-def static_triage(record: Record, candidate: str) -> None:
-    """AST triage before anything runs: every finding is a check, hard ones reject, the rest are advisory. A
-    source that does not parse or defines no ModelNew is left to the load, which says exactly why."""
-    try:
-        tree = parse(candidate)
-    except SyntaxError:
-        return
+def static_triage(record: Record, candidate: str, tree: ast.Module) -> None:
+    """AST triage (of `candidate`'s `tree`) before anything runs: every finding is a check, hard ones reject, the
+    rest are advisory. A source that defines no ModelNew is left to the load, which says exactly why."""
     if not any(isinstance(node, ast.ClassDef) and node.name == "ModelNew" for node in ast.walk(tree)):
         return
     findings = triage(candidate)
