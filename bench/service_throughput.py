@@ -92,10 +92,12 @@ PHASES = (
     "timing_reference_processes",  # the hold while a new reference is timed in more processes
     *("start_ready_wait", "start_drain"),  # what `start` waited for
     *("memory_wait", "earlier_attempts"),  # outside `total`, on a shared GPU
+    "reference_wait",  # for another evaluation's timing of the same new reference
 )
-# The stages of services.evaluator that do not overlap (`compile` is taken out of `correctness`; `first_call`
-# includes the compile, the `timing_*` parts are inside `timing`): each one's share of the evaluations' time.
-STAGES = ("start", "load", "precompile", "compile", "correctness", "timing", "profile", "dependence")
+# The stages of services.evaluator that do not overlap (`compile` is taken out of `correctness`, `reference_wait`
+# out of `timing`; `first_call` includes the compile, the `timing_*` parts are inside `timing`): each one's share of
+# the evaluations' time.
+STAGES = ("start", "load", "precompile", "compile", "correctness", "reference_wait", "timing", "profile", "dependence")
 OUTSIDE_TOTAL = ("memory_wait", "earlier_attempts")
 
 

@@ -270,7 +270,8 @@ class EvalResult(BaseModel):
         "`timing_reference_processes` is its hold while it times a new reference in more processes; "
         "`first_call` is the candidate's first request (its compilation included), within `compile` plus "
         "`correctness`; `start_ready_wait` (children still starting) and `start_drain` (children closed before, "
-        "still exiting) are within `start`. `total` is the stages' time; on a shared GPU, `memory_wait` (waiting "
+        "still exiting) are within `start`; `reference_wait`, beside `timing`, waited for another evaluation's "
+        "timing of the same new reference. `total` is the stages' time; on a shared GPU, `memory_wait` (waiting "
         "for a share of its memory) and `earlier_attempts` (attempts that started again with more) come on top.",
     )
     environment: Environment

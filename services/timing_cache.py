@@ -130,6 +130,7 @@ class Lookup:
         self.owner = owner
         self.keys: dict[str, str] = {}  # reference side -> its key in the store
         self.claimed: list[str] = []  # keys this evaluation holds the claim on
+        self.waited_s = 0.0  # waiting for another evaluation's figure (`load`)
         self._done = threading.Event()
         self._renewer: threading.Thread | None = None
 
@@ -142,12 +143,16 @@ class Lookup:
         found = {}
         for side, variant in variants.items():
             key = self.keys[side] = timing_key(self.reference_source, variant, self.env, self.settings)
+            refused_at = None
             while (cached := load(self.store, key)) is None:
                 if self.store.claim(key, self.owner, CLAIM_TTL_S):
                     self._hold(key)
                     break
+                refused_at = refused_at or time.monotonic()
                 stop()
                 time.sleep(_WAIT_POLL_S)
+            if refused_at is not None:
+                self.waited_s += time.monotonic() - refused_at
             if cached is not None:
                 found[side] = cached
         return found

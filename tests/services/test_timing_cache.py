@@ -43,6 +43,7 @@ def test_a_passing_evaluation_stores_its_reference_timing_and_the_next_reuses_it
     second = tolerant.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
 
     assert second.verdict is Verdict.PASSED
+    assert "reference_wait" not in first.phases and "reference_wait" not in second.phases  # nobody held a claim
     assert second.timings_from_cache == ["reference"]
     assert second.reference_runtime == first.reference_runtime
     assert second.candidate_runtime.trials >= 3
@@ -198,6 +199,7 @@ def test_an_evaluation_waits_while_another_holds_the_claim_on_its_reference(tole
         store.unclaim(key, "another evaluation")
         result = running.result(timeout=120).result
     assert result.verdict is Verdict.PASSED
+    assert result.phases["reference_wait"] >= 0.5  # a stage of its own, out of `timing`
     if holder_outcome == "stores_a_figure":
         assert result.timings_from_cache == ["reference"] and result.reference_runtime == stored_figure()
     else:  # the holder left no figure: the waiting evaluation claimed the reference and timed it itself
