@@ -145,10 +145,12 @@ class Evaluator:
         with _reported(diagnostics), ExitStack() as stay:
             try:
 
-                def begin_stay() -> None:
+                def begin_stay() -> float:
                     """Once the source has passed the parent's own checks: one refused there never waits for the
-                    device's memory."""
+                    device's memory. The seconds it took, which the stages' `total` leaves out (`memory_wait`)."""
+                    began = time.monotonic()
                     stay.enter_context(self._stay(memory))
+                    return time.monotonic() - began
 
                 result = self._run(link, record, problem, candidate_source, timings, diagnostics, begin_stay)
             except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
@@ -174,7 +176,7 @@ class Evaluator:
         candidate: str,
         timings: TimingStore | None,
         diagnostics: Diagnostics,
-        begin_stay: Callable[[], None],
+        begin_stay: Callable[[], float],
     ) -> EvalResult:
         """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached.
         `begin_stay` takes the evaluation's share of a shared device, before the first child is given its job."""
@@ -190,7 +192,7 @@ class Evaluator:
             tree = refuse_unparsable(candidate)
             if link.defended:
                 static_triage(record, candidate, tree)
-            begin_stay()
+            t0 += begin_stay()
             with _phase(phases, "start"):
                 started = start_children(link, self.pool, self.references, problem, candidate)
                 diagnostics.reference_kept = started.reference_kept

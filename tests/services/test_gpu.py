@@ -445,6 +445,36 @@ def test_a_problem_whose_tensors_pass_its_share_of_memory_waits_for_its_units_be
         assert "earlier_attempts" not in result.phases
 
 
+def test_a_wait_for_memory_units_is_memory_wait_and_not_within_the_stages_total(relu, tmp_path):
+    # The stay on the device begins after the parent's own checks, inside the stages' clock: its wait is to be
+    # counted once, as `memory_wait`, or the benches' shares count it twice.
+    from pathlib import Path
+
+    from services.device_lock import MEMORY_UNITS, TimingSlot
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    settings = EvalSettings(correctness_trials=1, device_lock=str(tmp_path / "gpu.lock"))
+    other, held = TimingSlot(Path(settings.device_lock)), threading.Event()
+
+    def hold_every_unit() -> None:
+        with other.occupy(MEMORY_UNITS):
+            held.set()
+            time.sleep(1.0)
+
+    with Evaluator(settings) as ev:
+        holder = threading.Thread(target=hold_every_unit)
+        holder.start()
+        assert held.wait(30)
+        began = time.monotonic()
+        result = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), NO_TIMING).result
+        wall = time.monotonic() - began
+        holder.join()
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert result.phases["memory_wait"] >= 0.5
+    assert result.phases["total"] + result.phases["memory_wait"] <= wall + 0.01, (result.phases, wall)
+
+
 def test_on_a_shared_device_the_next_start_does_not_wait_for_the_last_evaluations_small_children_to_die(relu, tmp_path):
     # #13: `start` is to take <= 0.1 s at steady state; it had been the previous evaluation's CUDA children dying
     # (0.10-0.15 s on an H200). With tensors this small, the next evaluation starts beside them.
