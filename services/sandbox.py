@@ -213,7 +213,10 @@ class Child:
         if header.get("protocol") != PROTOCOL_VERSION:  # a child from another install: never mix the two
             raise channel.ProtocolError(f"the child speaks {header.get('protocol')!r:.60}, not {PROTOCOL_VERSION}")
         self.network = str(header.get("network", "unknown"))
-        self.containment = f"{header.get('processes', 'unknown')}; signals: {header.get('signals', 'unknown')}"
+        self.containment = (
+            f"{header.get('processes', 'unknown')}; signals: {header.get('signals', 'unknown')}; "
+            f"files: {header.get('files', 'unknown')}"
+        )
         self._ready = True
         if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it
             _SEED.take(os.path.join(self.tmpdir, TRITON_CACHE))

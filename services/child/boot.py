@@ -111,6 +111,61 @@ def _confine_signals() -> str:
     return "seccomp"
 
 
+# Landlock (x86_64 and aarch64 share the generic numbers): landlock_create_ruleset, _add_rule, _restrict_self.
+_LANDLOCK_CREATE, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT = 444, 445, 446
+# Filesystem rights that change what is on disk, by Landlock ABI: write a file, remove or make an entry of any kind
+# (1), move or link one across directories (2), truncate (3). Reading, executing and device ioctls stay open.
+_WRITE_RIGHTS = {1: 0b1_1111_1111_0010, 2: 0b11_1111_1111_0010, 3: 0b111_1111_1111_0010}
+_DEVICE_RIGHTS = 0b100_0000_0000_0010  # write (or truncate) a device node that exists: the GPU's, /dev/null
+
+
+def _confine_writes(private_dir: str) -> str:
+    """A Landlock ruleset that this process and everything it starts keep for life: a file is written, made,
+    removed, moved or truncated only beneath `private_dir` (its Triton cache, HOME and TMPDIR are there), and
+    otherwise only the device nodes in /dev are written to (not /dev/shm or /dev/mqueue). Native code cannot get
+    past it: the audit hook sees Python's `open`, not torch's own writers (`torch.from_file(..., shared=True)`
+    wrote where it was told), and a file planted in another child's Triton cache, or in the seed every GPU child's
+    cache starts from, would be code in later children, references' among them. Where the kernel has no Landlock,
+    the audit hook alone stands."""
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def failed(step: str) -> str:
+        return f"none (landlock {step}: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+
+    abi = libc.syscall(_LANDLOCK_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # the ABI version
+    if abi < 1:
+        return failed("version")
+    handled = _WRITE_RIGHTS[min(abi, 3)]
+    attr = ctypes.c_uint64(handled)  # struct landlock_ruleset_attr's first field, which every ABI accepts alone
+    ruleset = libc.syscall(_LANDLOCK_CREATE, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return failed("ruleset")
+    try:
+        devices = [os.path.join("/dev", n) for n in sorted(os.listdir("/dev")) if n not in ("shm", "mqueue")]
+        for path, rights in [(private_dir, handled), *((d, _DEVICE_RIGHTS & handled) for d in devices)]:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue  # a device node gone since it was listed
+            try:
+                added = libc.syscall(_LANDLOCK_ADD_RULE, ruleset, 1, ctypes.byref(PathBeneath(rights, fd)), 0)
+            finally:
+                os.close(fd)
+            if added != 0 and path == private_dir:
+                return failed("rule")
+        PR_SET_NO_NEW_PRIVS = 38
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(_LANDLOCK_RESTRICT, ruleset, 0) != 0:
+            return failed("restrict")
+    finally:
+        os.close(ruleset)
+    return f"landlock ABI {abi}"
+
+
 def _keep_descendants() -> str:
     """Make this process a subreaper: a process it starts that loses its parent (the middle of a fork, `setsid`,
     fork) is reparented to it, not to the host's init, so everything it started stays below it while it lives and
@@ -297,9 +352,10 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
             stage("loading the harness's device code")
             _warm_device_code()
     stage("ready")
+    files = _confine_writes(os.getcwd())  # after the trusted warm-up, before anything of a request
     from services.child.runtime import Runtime
 
-    ready = Ready(pid=os.getpid(), network=network, processes=processes, signals=signals)
+    ready = Ready(pid=os.getpid(), network=network, processes=processes, signals=signals, files=files)
     channel.send(out_fd, reply_header(ready))
     header, _ = channel.recv(in_fd)
     job = parse_command(header)

@@ -187,6 +187,7 @@ class Ready:
     network: str
     processes: str = "unknown"  # how its descendants are kept below it (services.child.boot._keep_descendants)
     signals: str = "unknown"  # whether it can signal only itself (services.child.boot._confine_signals)
+    files: str = "unknown"  # whether it can write only its own directory (services.child.boot._confine_writes)
     protocol: str = PROTOCOL_VERSION
     msg: Literal["ready"] = "ready"
 

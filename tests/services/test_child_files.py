@@ -1,0 +1,54 @@
+"""What a child may write: its own directory only, whether the write comes through Python (the audit hook refuses
+it) or through native code the hook does not see (Landlock refuses it). A planted file could be code in a later
+child: another child's Triton cache, or the seed every GPU child's cache starts from."""
+
+from __future__ import annotations
+
+import ctypes
+import time
+
+import pytest
+from helpers import bundled_source
+
+from services.evaluator import Evaluator
+from services.sandbox import Child
+from services.schema import EvalOptions, Verdict
+from services.settings import EvalSettings
+
+
+def _landlock_abi() -> int:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return max(0, libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
+
+
+needs_landlock = pytest.mark.skipif(_landlock_abi() < 1, reason="the kernel has no Landlock")
+
+NATIVE_WRITES = """
+import contextlib
+import torch as _t
+
+with contextlib.suppress(Exception):  # torch's own file mapping: no `open` event for the audit hook
+    _t.from_file({mapped!r}, shared=True, size=16, dtype=_t.uint8).fill_(65)
+with contextlib.suppress(Exception):  # torch.save's archive writer opens its file in C++
+    _t.save(_t.zeros(4), {saved!r})
+"""
+
+
+@needs_landlock
+def test_a_candidates_native_writes_outside_its_directory_do_not_happen(relu, tmp_path):
+    mapped, saved = tmp_path / "mapped", tmp_path / "saved.pt"
+    source = bundled_source("level1/1_ReLU") + NATIVE_WRITES.format(mapped=str(mapped), saved=str(saved))
+    with Evaluator(EvalSettings(correctness_trials=1, warm_children=0)) as ev:
+        result = ev.evaluate(relu, source, EvalOptions(device="cpu", timing=False)).result
+    assert result.verdict is Verdict.PASSED, result.feedback  # the attempts failed quietly; the kernel is honest
+    assert not mapped.exists() and not saved.exists()
+
+
+@needs_landlock
+def test_a_child_reports_that_it_writes_only_its_own_directory():
+    child = Child("cpu", EvalSettings())
+    try:
+        child.wait_ready(time.monotonic() + 120)
+        assert f"files: landlock ABI {_landlock_abi()}" in child.containment
+    finally:
+        child.close()
