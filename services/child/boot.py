@@ -121,8 +121,9 @@ _DEVICE_RIGHTS = 0b100_0000_0000_0010  # write (or truncate) a device node that 
 
 def _confine_writes(private_dir: str) -> str:
     """A Landlock ruleset that this process and everything it starts keep for life: a file is written, made,
-    removed, moved or truncated only beneath `private_dir` (its Triton cache, HOME and TMPDIR are there), and
-    otherwise only the device nodes in /dev are written to (not /dev/shm or /dev/mqueue). Native code cannot get
+    removed, moved or truncated only beneath `private_dir` (its Triton cache, HOME and TMPDIR are there) and /dev/shm
+    (where torch's CUDA IPC keeps the reference counts of the parent's shared buffers, which a child opens to write),
+    and otherwise only the device nodes in /dev are written to (not /dev/mqueue). Native code cannot get
     past it: the audit hook sees Python's `open`, not torch's own writers (`torch.from_file(..., shared=True)`
     wrote where it was told), and a file planted in another child's Triton cache, or in the seed every GPU child's
     cache starts from, would be code in later children, references' among them. Where the kernel has no Landlock,
@@ -147,7 +148,8 @@ def _confine_writes(private_dir: str) -> str:
         return failed("ruleset")
     try:
         devices = [os.path.join("/dev", n) for n in sorted(os.listdir("/dev")) if n not in ("shm", "mqueue")]
-        for path, rights in [(private_dir, handled), *((d, _DEVICE_RIGHTS & handled) for d in devices)]:
+        rules = [(private_dir, handled), ("/dev/shm", handled), *((d, _DEVICE_RIGHTS & handled) for d in devices)]
+        for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
