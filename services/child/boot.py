@@ -147,7 +147,10 @@ def _confine_writes(private_dir: str) -> str:
     if ruleset < 0:
         return failed("ruleset")
     try:
-        devices = [os.path.join("/dev", n) for n in sorted(os.listdir("/dev")) if n not in ("shm", "mqueue")]
+        try:
+            devices = [os.path.join("/dev", n) for n in sorted(os.listdir("/dev")) if n not in ("shm", "mqueue")]
+        except OSError:
+            devices = []  # /dev unreadable: only the device nodes already open stay writable
         rules = [(private_dir, handled), ("/dev/shm", handled), *((d, _DEVICE_RIGHTS & handled) for d in devices)]
         for path, rights in rules:
             try:
