@@ -86,8 +86,8 @@ def compare_tensor(ref: torch.Tensor, cand: torch.Tensor, atol: float, rtol: flo
     r_flat, c_flat = ref.reshape(-1), cand.reshape(-1)
     exact = not ref.dtype.is_floating_point
     if exact:
-        chunks = range(0, ref.numel(), CHUNK)
-        bad, nonfinite_mismatch = sum(int((r_flat[i : i + CHUNK] != c_flat[i : i + CHUNK]).sum()) for i in chunks), 0
+        nonfinite_mismatch = 0
+        bad = sum(int((r_flat[i : i + CHUNK] != c_flat[i : i + CHUNK]).sum()) for i in range(0, ref.numel(), CHUNK))
     else:
         bad, nonfinite_mismatch, result.max_abs_error, result.max_rel_error = _float_comparison(
             r_flat, c_flat, atol, rtol

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -144,15 +144,7 @@ class Evaluator:
         self._current = link
         with _reported(diagnostics), ExitStack() as stay:
             try:
-
-                def begin_stay() -> float:
-                    """Once the source has passed the parent's own checks: one refused there never waits for the
-                    device's memory. The seconds it took, which the stages' `total` leaves out (`memory_wait`)."""
-                    began = time.monotonic()
-                    stay.enter_context(self._stay(memory))
-                    return time.monotonic() - began
-
-                result = self._run(link, record, problem, candidate_source, timings, diagnostics, begin_stay)
+                result = self._run(link, record, problem, candidate_source, timings, diagnostics, stay, memory)
             except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
                 if shared:
                     raise DeviceMemoryShort("the device ran out of memory for the parent's buffers", True) from exc
@@ -176,10 +168,13 @@ class Evaluator:
         candidate: str,
         timings: TimingStore | None,
         diagnostics: Diagnostics,
-        begin_stay: Callable[[], float],
+        stay: ExitStack,
+        memory: MemoryShare | None,
     ) -> EvalResult:
-        """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached.
-        `begin_stay` takes the evaluation's share of a shared device, before the first child is given its job."""
+        """The stages in order; the first EarlyVerdict ends the evaluation with what the stages reached. The
+        evaluation's stay on the device (`memory`, held until `stay` closes) begins once the source has passed the
+        parent's own checks: one refused there never waits for the device's memory, and that wait is `memory_wait`,
+        outside the stages' `total`."""
         s, opt, gpu = link.settings, link.options, link.device == "cuda"
         phases: dict[str, float] = {}
         checked, timed, profiled = CorrectnessOutcome(), TimingOutcome(), ProfileOutcome()
@@ -192,7 +187,9 @@ class Evaluator:
             tree = refuse_unparsable(candidate)
             if link.defended:
                 static_triage(record, candidate, tree)
-            t0 += begin_stay()
+            began = time.monotonic()
+            stay.enter_context(self._stay(memory))
+            t0 += time.monotonic() - began
             with _phase(phases, "start"):
                 started = start_children(link, self.pool, self.references, problem, candidate)
                 diagnostics.reference_kept = started.reference_kept

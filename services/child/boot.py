@@ -35,6 +35,8 @@ def _isolate_network() -> str:
     return f"none (unshare: {errno.errorcode.get(first, first)})"
 
 
+# What seccomp and Landlock both need: no privilege gained by exec (setuid), for this process and its descendants.
+_PR_SET_NO_NEW_PRIVS = 38
 # Seccomp (x86_64, aarch64): audit arch and the numbers of kill, tkill, tgkill, ptrace, process_vm_readv,
 # process_vm_writev and pidfd_send_signal; x86_64's x32 numbers (bit 30 set) are refused whole.
 _SECCOMP_ARCHES = {
@@ -103,8 +105,8 @@ def _confine_signals() -> str:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     prog = Program(len(code) // 8, ctypes.addressof(filters))
-    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return f"none (no_new_privs: {errno.errorcode.get(ctypes.get_errno(), '?')})"
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
         return f"none (seccomp: {errno.errorcode.get(ctypes.get_errno(), '?')})"
@@ -163,8 +165,7 @@ def _confine_writes(private_dir: str) -> str:
                 os.close(fd)
             if added != 0 and path == private_dir:
                 return failed("rule")
-        PR_SET_NO_NEW_PRIVS = 38
-        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(_LANDLOCK_RESTRICT, ruleset, 0) != 0:
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(_LANDLOCK_RESTRICT, ruleset, 0) != 0:
             return failed("restrict")
     finally:
         os.close(ruleset)
