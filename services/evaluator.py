@@ -249,7 +249,7 @@ class Evaluator:
                 self.references.keep(self.references.key(link.device, problem), child)
             # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
             # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.
-            network = link.close(light=link.memory_shared and io > 0 and small)
+            isolation = link.close(light=link.memory_shared and io > 0 and small)
             if checked.compiled:  # Triton compile and autotune time, as the candidate child's hooks measured it
                 phases["compile"] = link.compile_total_s
                 phases["first_call"] = checked.first_call_s
@@ -257,7 +257,7 @@ class Evaluator:
                     phases["correctness"] -= min(link.compile_total_s, phases["correctness"])
             phases["total"] = time.monotonic() - t0
         return _result(
-            link, record, problem, verdict, " ".join(texts), network, checked, timed, profiled, flags, phases
+            link, record, problem, verdict, " ".join(texts), isolation, checked, timed, profiled, flags, phases
         )
 
     def _sized(self, problem: Problem, held: int, inputs: int, output: int) -> None:
@@ -375,7 +375,7 @@ def _result(
     problem: Problem,
     verdict: Verdict,
     text: str,
-    network: str,
+    isolation: tuple[str, str],
     checked: CorrectnessOutcome,
     timed: TimingOutcome,
     profiled: ProfileOutcome,
@@ -407,11 +407,11 @@ def _result(
         timings_from_cache=timed.from_cache,
         feedback=feedback.cap(f"[{verdict.value}] {text}".strip(), link.settings.feedback_max_chars),
         phases={k: round(v, 4) for k, v in phases.items()},
-        environment=environment(link.device, network),
+        environment=environment(link.device, *isolation),
     )
 
 
-def environment(device: str, network: str) -> Environment:
+def environment(device: str, network: str, containment: str = "unknown") -> Environment:
     gpu = driver = None
     if device == "cuda":
         gpu = torch.cuda.get_device_name(0)
@@ -430,4 +430,5 @@ def environment(device: str, network: str) -> Environment:
         python=platform.python_version(),
         protocol_version=PROTOCOL_VERSION,
         network_isolation=network,
+        containment=containment,
     )

@@ -239,6 +239,11 @@ class Environment(BaseModel):
     python: str
     protocol_version: str = PROTOCOL_VERSION
     network_isolation: str = Field(description="How the candidate child was cut off from the network.")
+    containment: str = Field(
+        default="unknown",
+        description="How the candidate child's processes, signals and file writes were confined "
+        "(docs/security.md), as the child reported it.",
+    )
 
 
 class EvalResult(BaseModel):

@@ -237,15 +237,16 @@ class Link:
         self.ref = None
         return child
 
-    def close(self, light: bool = False) -> str:
-        """Close every child; the candidate's network isolation, for the result. `light`: the children held only
-        small tensors, so the next job's start need not wait for them to be gone (`Child.awaited`)."""
-        network = self.cand.network if self.cand else "unknown"
+    def close(self, light: bool = False) -> tuple[str, str]:
+        """Close every child; the candidate's network isolation and containment, for the result. `light`: the
+        children held only small tensors, so the next job's start need not wait for them to be gone
+        (`Child.awaited`)."""
+        isolation = (self.cand.network, self.cand.containment) if self.cand else ("unknown", "unknown")
         for child in self.children():
             child.awaited = not light
             child.close()
         self.others.clear()
-        return network
+        return isolation
 
     # -- talking to the children -------------------------------------------------------------------------
     def call_limit(self) -> CallLimit:

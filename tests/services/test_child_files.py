@@ -5,13 +5,11 @@ child: another child's Triton cache, or the seed every GPU child's cache starts 
 from __future__ import annotations
 
 import ctypes
-import time
 
 import pytest
 from helpers import bundled_source
 
 from services.evaluator import Evaluator
-from services.sandbox import Child
 from services.schema import EvalOptions, Verdict
 from services.settings import EvalSettings
 
@@ -42,13 +40,4 @@ def test_a_candidates_native_writes_outside_its_directory_do_not_happen(relu, tm
         result = ev.evaluate(relu, source, EvalOptions(device="cpu", timing=False)).result
     assert result.verdict is Verdict.PASSED, result.feedback  # the attempts failed quietly; the kernel is honest
     assert not mapped.exists() and not saved.exists()
-
-
-@needs_landlock
-def test_a_child_reports_that_it_writes_only_its_own_directory():
-    child = Child("cpu", EvalSettings())
-    try:
-        child.wait_ready(time.monotonic() + 120)
-        assert f"files: landlock ABI {_landlock_abi()}" in child.containment
-    finally:
-        child.close()
+    assert f"files: landlock ABI {_landlock_abi()}" in result.environment.containment  # the result says so
