@@ -217,7 +217,7 @@ class Evaluator:
                 if stored.waited_s:  # for another evaluation's figure of the same reference: a stage of its own
                     phases["reference_wait"] = stored.waited_s
                     phases["timing"] -= stored.waited_s
-                phases.update({f"timing_{part}": held for part, held in timed.held_s.items()})
+                phases.update({f"timing_{part}": spent for part, spent in timed.parts_s.items()})
                 texts.append(timed.text)
             cand, ref = timed.runtimes.get("candidate"), timed.runtimes.get("reference")
             if link.defended and gpu and opt.profile:

@@ -273,6 +273,8 @@ class EvalResult(BaseModel):
         description="Seconds spent per phase. Some parts overlap others: `timing_warm_up`, `timing_revalidation`, "
         "`timing_sampling` and `timing_checks` split the evaluation's own hold of the device within `timing`, and "
         "`timing_reference_processes` is its hold while it times a new reference in more processes; "
+        "`timing_rechecks` (the re-checked calls, after the hold) and `timing_reference_starts` (starting and "
+        "loading those processes, and waiting for the slot between them) are within `timing` too; "
         "`first_call` is the candidate's first request (its compilation included), within `compile` plus "
         "`correctness`; `start_ready_wait` (children still starting) and `start_drain` (children closed before, "
         "still exiting) are within `start`; `reference_wait`, beside `timing`, waited for another evaluation's "

@@ -63,9 +63,12 @@ class TimingOutcome:
 
     runtimes: dict[str, RuntimeStats] = field(default_factory=dict)
     from_cache: list[str] = field(default_factory=list)  # sides whose statistics came from stored timings
-    # The evaluation's own hold of the device's slot, in seconds by part: every other evaluation on the GPU
-    # waits through it, so each part is a cost of the whole GPU's throughput, not of this evaluation alone.
-    held_s: dict[str, float] = field(default_factory=dict)
+    # Seconds by part. Most are the evaluation's own hold of the device's slot: every other evaluation on the GPU
+    # waits through it, so each is a cost of the whole GPU's throughput, not of this evaluation alone. Two are not
+    # held: `rechecks` (the re-checked calls' copies and the distinct-outputs check, after the slot) and
+    # `reference_starts` (releasing the evaluation's tensors, then giving the next reference processes their job,
+    # loading them and waiting for the slot between them).
+    parts_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
 
 
@@ -223,8 +226,8 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
     with link.slot():
         # The deadline starts once the slot is held: waiting for other evaluations is not the candidate's time.
         deadline = time.monotonic() + s.timing_timeout_s
-        held_s: dict[str, float] = {}
-        lap = _laps(held_s)
+        parts_s: dict[str, float] = {}
+        lap = _laps(parts_s)
         timer = _Timer(link, record, children, deadline, "time", plan.reference_output)
         block, min_calls = timer.warm_up(plan.cap_s)
         lap("warm_up")
@@ -246,6 +249,7 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
     if link.defended:
         timer.recheck_all()
         defences.distinct_outputs(link, record, plan.reference_output, timer.deadline)
+        lap("rechecks")
     record.guard_process(link.cand, "the timed calls")
     defences.wall_clock_checks(link, record, calls, stats.summarize(timer.samples["candidate"]), cpu)
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
@@ -253,14 +257,16 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
         spare = plan.acquire_references(least)
     others: list[_Timer] = []
     if remeasured and plan.processes > 1:
-        others, held_s["reference_processes"] = _other_processes(link, record, plan, timer, spare, remeasured)
+        began = time.monotonic()
+        others, parts_s["reference_processes"] = _other_processes(link, record, plan, timer, spare, remeasured)
+        parts_s["reference_starts"] = time.monotonic() - began - parts_s["reference_processes"]
     runtimes = {side: accepted.get(side) or _pooled(side, [timer, *others], s, target) for side in plan.sides}
     if cpu:
         text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
     else:
         cand, ref = runtimes["candidate"], runtimes["reference"]
         text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
-    return TimingOutcome(runtimes, sorted(accepted), held_s, text)
+    return TimingOutcome(runtimes, sorted(accepted), parts_s, text)
 
 
 def _laps(into: dict[str, float]) -> Callable[[str], None]:
