@@ -54,6 +54,9 @@
 #                                      # one GPU: bench/eval_wall.py repeat on WALL_PROBLEMS (KB required; default
 #                                      # five level-1/2 problems at published sizes), 3 evaluations each; its
 #                                      # summary prints each turn's medians of wall, correctness and timing
+#   bench/gpu_acceptance.sh 21 "$OUT"  # two trees A and B in turn, A then B: the RL step on KernelBench (KB
+#                                      # required) on STEP_GPUS (default 4) GPUs, 3 samples a problem, counted for
+#                                      # STEP_CUT_MINUTES (default 2); prints each tree's summary line
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -65,7 +68,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-20}
+part=${1:?part 1-21}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -223,8 +226,20 @@ for line in open(sys.argv[1]):
 PY
     done
     ;;
+21)
+    kb=$(readlink -f "${KB:?KB=<dir holding level1/>}")
+    out=$(readlink -f "$out")
+    for turn in A:"${A:?A=<tree>}" B:"${B:?B=<tree>}"; do
+        (
+            cd "${turn#*:}" && export PYTHONPATH="${BUNDLE_SITE:-/tmp/kernelgym-site}:$PWD" &&
+                step "step_${turn%%:*}" 280 "$py" bench/kernelbench_step.py --kernelbench "$kb" --gpus "${STEP_GPUS:-4}" \
+                    --samples 3 --cut-minutes "${STEP_CUT_MINUTES:-2}" --json "$out/step_${turn%%:*}.json"
+        )
+        grep -h '"summary"' "$out/step_${turn%%:*}.log" | cut -c1-400
+    done
+    ;;
 *)
-    echo "part must be 1 to 20" >&2
+    echo "part must be 1 to 21" >&2
     exit 2
     ;;
 esac

@@ -125,9 +125,10 @@ class TimingSlot:
                 self.longest_shared = max(self.longest_shared, (time.monotonic() - held, what))
 
     @contextlib.contextmanager
-    def occupy(self, units: int) -> Iterator[None]:
+    def occupy(self, units: int) -> Iterator[HeldUnits]:
         """One evaluation's stay on the device with `units` of its memory (all of them: the device to itself);
-        waits while they are held by others, and new evaluations wait behind it."""
+        waits while they are held by others, and new evaluations wait behind it. What it yields gives units back
+        early, where the rest of the evaluation needs fewer."""
         units = min(max(units, 1), MEMORY_UNITS)
         t0 = time.monotonic()
         held: dict[int, int] = {}  # unit -> the descriptor holding it
@@ -138,7 +139,7 @@ class TimingSlot:
                         raise EvaluationCancelled("cancelled while waiting for the device's memory")
                     time.sleep(_POLL_S)
             self.memory_waited_s += time.monotonic() - t0
-            yield
+            yield HeldUnits(held)
         finally:
             for fd in held.values():
                 os.close(fd)  # releases the lock
@@ -192,6 +193,21 @@ class TimingSlot:
             yield
         finally:
             os.close(fd)
+
+
+class HeldUnits:
+    """The memory units one evaluation holds (`TimingSlot.occupy`)."""
+
+    def __init__(self, held: dict[int, int]):
+        self._held = held
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def keep(self, units: int) -> None:
+        """Give back all but `units` of them (at least one is kept), for other evaluations to take."""
+        for unit in sorted(self._held)[max(units, 1) :]:
+            os.close(self._held.pop(unit))  # releases the lock
 
 
 def _try_lock(fd: int, mode: int) -> bool:

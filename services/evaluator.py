@@ -21,13 +21,13 @@ import torch
 import triton
 
 from services import device_memory, feedback, timing_cache
-from services.device_lock import MEMORY_UNITS, TimingSlot
-from services.device_memory import Footprints, MemoryShare, footprint_bytes
+from services.device_lock import MEMORY_UNITS, HeldUnits, TimingSlot
+from services.device_memory import Footprints, MemoryShare, footprint_bytes, further_processes_bytes
 from services.errors import DeviceMemoryShort, EarlyVerdict, EvaluationError, InfrastructureFault, ReferenceFailed
 from services.evaluation import Diagnostics, Evaluation
 from services.hidden_shapes import shape_generality
 from services.parent.correctness import CorrectnessOutcome, correctness, hidden_sizes
-from services.parent.defences import plausibility, record_silent_guards
+from services.parent.defences import record_silent_guards, review_flags, roofline
 from services.parent.dependence import output_dependence
 from services.parent.link import SMALL_TENSOR_BYTES, Link
 from services.parent.load import (
@@ -42,7 +42,7 @@ from services.parent.precompile import begin_precompile, finish_precompile
 from services.parent.profile import ProfileOutcome, profile
 from services.parent.record import Record
 from services.parent.references import KeptReferences
-from services.parent.timing import TimingOutcome, TimingPlan, timing
+from services.parent.timing import TimingOutcome, TimingPlan, time_further_processes, timing
 from services.problems import Problem
 from services.protocol.messages import Structure
 from services.sandbox import TRITON_CACHE, ChildPool, drain_closed_children
@@ -188,7 +188,7 @@ class Evaluator:
             if link.defended:
                 static_triage(record, candidate, tree)
             began = time.monotonic()
-            stay.enter_context(self._stay(memory))
+            held = stay.enter_context(self._stay(memory))
             t0 += time.monotonic() - began
             with _phase(phases, "start"):
                 started = start_children(link, self.pool, self.references, problem, candidate)
@@ -210,6 +210,7 @@ class Evaluator:
                 why = shape_generality(problem.source, opt.policy or s.policy)
                 also = hidden_sizes(link, record, problem.source, why) if why else ""
             texts += [checked.text, also] if also else [checked.text]
+            timing_text = len(texts)
             if opt.timing:
                 with _phase(phases, "timing"):
                     plan = _timing_plan(link, self.pool, problem, stored, checked.reference_output)
@@ -217,19 +218,29 @@ class Evaluator:
                 if stored.waited_s:  # for another evaluation's figure of the same reference: a stage of its own
                     phases["reference_wait"] = stored.waited_s
                     phases["timing"] -= stored.waited_s
-                phases.update({f"timing_{part}": spent for part, spent in timed.parts_s.items()})
-                texts.append(timed.text)
-            cand, ref = timed.runtimes.get("candidate"), timed.runtimes.get("reference")
             if link.defended and gpu and opt.profile:
                 with _phase(phases, "profile"):
                     profiled = profile(link, record, opt.policy or s.policy)
                 texts.append(profiled.text)
-            if link.defended and gpu and cand and ref:
-                flags += plausibility(link, record, cand, ref, checked.io_bytes, checked.flops)
+            cand, ref = timed.runtimes.get("candidate"), timed.runtimes.get("reference")
+            if link.defended and gpu and cand and ref:  # a new reference's first process is enough for the floor
+                roofline(link, record, cand, ref, checked.io_bytes, checked.flops)
             if link.defended:
                 with _phase(phases, "dependence"):  # last: whatever a neutralised call leaves behind reaches nothing
                     output_dependence(link, record)
                 record_silent_guards(record)
+            if timed.further is not None:  # after every check of the candidate: one rejected costs none of it
+                began = time.monotonic()
+                timed = time_further_processes(
+                    link, record, plan, timed, lambda: self._before_further_processes(link, held, checked.io_bytes)
+                )
+                phases["timing"] += time.monotonic() - began
+            if opt.timing:
+                phases.update({f"timing_{part}": spent for part, spent in timed.parts_s.items()})
+                texts.insert(timing_text, timed.text)
+            cand, ref = timed.runtimes.get("candidate"), timed.runtimes.get("reference")
+            if gpu and cand and ref:
+                flags += review_flags(s, cand, ref)
             stored.save(timed.runtimes, timed.from_cache)  # only an evaluation that passed every check stores
             ended = True
         except EarlyVerdict as early:
@@ -274,27 +285,38 @@ class Evaluator:
                 units=need,
             )
 
+    def _before_further_processes(self, link: Link, held: HeldUnits | None, io_bytes: tuple[int, int]) -> None:
+        """Before the reference is timed in further processes, the evaluation's own children give back their device
+        memory: the candidate child, done with, closes; the reference child releases its tensors and its cache (it
+        may still be kept for the problem's next candidate). On a shared device the evaluation then keeps only the
+        units those processes need, one at a time, so that another evaluation can start beside them."""
+        link.close_candidate()
+        link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
+        if held is not None and len(held) < MEMORY_UNITS:  # with the device to itself, nothing waits beside
+            drain_closed_children(every=False)  # the candidate's memory is free before its units are
+            held.keep(device_memory.units(further_processes_bytes(*io_bytes), self._device_bytes()))
+
     def _device_bytes(self) -> int:
         return torch.cuda.get_device_properties(0).total_memory
 
     @contextmanager
-    def _stay(self, memory: MemoryShare | None) -> Iterator[None]:
+    def _stay(self, memory: MemoryShare | None) -> Iterator[HeldUnits | None]:
         """An evaluation's stay on a shared device with `memory`, until the children that held it are gone: the
         next evaluation must not meet their memory. Alone, what this process holds idle goes first, and the memory
-        of the last evaluations' dying children."""
+        of the last evaluations' dying children. Yields the units held (None: the device is this process's)."""
         if memory is None:
-            yield
+            yield None
             return
         slot = self.timing_slot
         assert slot is not None  # memory is only shared under the device lock
-        with slot.occupy(memory.units):
+        with slot.occupy(memory.units) as held:
             if memory.alone:
                 self.references.close()  # this process's idle reference children hold device memory too
                 drain_closed_children(every=True)  # an earlier attempt's, whatever they held
                 torch.cuda.empty_cache()
                 slot.memory_waited_s += device_memory.settle(self._device_bytes())
             try:
-                yield
+                yield held
             finally:
                 # With the device alone, its children are gone before the next evaluation has it: on an H100 the next
                 # of a problem with 2 x 4 GiB inputs met a dying child's memory and ran out generating its inputs.

@@ -17,6 +17,7 @@ from services.parent.record import Record
 from services.protocol import tensors
 from services.protocol.messages import Call, Structure
 from services.schema import CheckName, Measure, RuntimeStats, Verdict
+from services.settings import EvalSettings
 
 
 @dataclass(frozen=True)
@@ -231,15 +232,15 @@ def wall_clock_checks(link: Link, record: Record, calls: OffWindow, candidate: R
     record.check(CheckName.TIMED_OUTPUT_RECHECK, True, f"{record.evidence.rechecks_passed} timed outputs re-checked")
 
 
-def plausibility(
+def roofline(
     link: Link,
     record: Record,
     candidate: RuntimeStats,
     reference: RuntimeStats,
     io_bytes: tuple[int, int],
     flops: float,
-) -> list[str]:
-    """The roofline floor (a time below it is impossible: rejected) and the review flags (GPU only)."""
+) -> None:
+    """The roofline floor: a candidate time below it is physically impossible, and rejected (GPU only)."""
     s = link.settings
     gpu = torch.cuda.get_device_name(0)
     ok, detail = evidence.roofline_detail(
@@ -250,8 +251,12 @@ def plausibility(
     thresholds: dict[str, Measure] = {"candidate_ms": s.roofline_margin * floor} if floor is not None else {}
     if not record.check(CheckName.ROOFLINE_FLOOR, ok, detail, measured, thresholds):
         raise EarlyVerdict(Verdict.REJECTED, f"Rejected: the measured time is physically impossible ({detail}).")
-    if reference.median_ms / candidate.median_ms > s.review_speedup:
-        return [f"speedup above {s.review_speedup:g}x over eager: review"]
+
+
+def review_flags(settings: EvalSettings, candidate: RuntimeStats, reference: RuntimeStats) -> list[str]:
+    """Reasons for a person to look at a result that passed: a speedup too large to take on trust."""
+    if reference.median_ms / candidate.median_ms > settings.review_speedup:
+        return [f"speedup above {settings.review_speedup:g}x over eager: review"]
     return []
 
 

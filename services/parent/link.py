@@ -221,6 +221,12 @@ class Link:
         if child in self.others:
             self.others.remove(child)
 
+    def close_candidate(self) -> None:
+        """Close the candidate child once its last stage is done; what starts next waits for its memory."""
+        if self.cand is not None:
+            self.cand.awaited = True
+            self.cand.close()
+
     def keep_reference(self, trim: bool = False) -> Child | None:
         """The reference child, taken out of this link for the next evaluation of its problem once it has
         released its tensors (services.parent.references), and with `trim` its cached device memory; None where

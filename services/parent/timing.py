@@ -58,8 +58,19 @@ class TimingPlan:
 
 
 @dataclass(frozen=True)
+class FurtherProcesses:
+    """A new reference's timing still to finish in more processes (`time_further_processes`): the evaluation's own
+    timer (its samples), the children taken for them, and the sides they time."""
+
+    first: _Timer
+    spare: list[Child]
+    sides: list[str]
+
+
+@dataclass(frozen=True)
 class TimingOutcome:
-    """Each side's statistics, and what the feedback says of them (empty: nothing was timed)."""
+    """Each side's statistics, and what the feedback says of them (empty: nothing was timed). With `further`,
+    the reference's statistics are its first process's alone until `time_further_processes` has run."""
 
     runtimes: dict[str, RuntimeStats] = field(default_factory=dict)
     from_cache: list[str] = field(default_factory=list)  # sides whose statistics came from stored timings
@@ -70,6 +81,7 @@ class TimingOutcome:
     # loading them and waiting for the slot between them).
     parts_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
+    further: FurtherProcesses | None = None
 
 
 class _Timer:
@@ -211,14 +223,14 @@ class _Timer:
 
 
 def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
-    """Time the sides, then run the timing defences. Holds the link's timing slot while calls are
-    timed; other reference children are started and loaded outside it."""
+    """Time the sides in the evaluation's own children, then run the timing defences. Holds the link's timing slot
+    while calls are timed. A new reference's further processes are taken from the pool here, so that they start
+    while this evaluation times, and are timed later (`time_further_processes`)."""
     s = link.settings
     cpu = link.device == "cpu"
     children = {
         side: (link.ref if role == "reference" else link.cand, variant) for side, (role, variant) in plan.sides.items()
     }
-    target = None if cpu else s.target_ci_rel
     # Nothing stored: the reference will be timed in more processes, at least `reference_min_processes`. Their
     # children start now, side by side, while this evaluation waits for and holds the slot.
     least = min(s.reference_min_processes, plan.processes) - 1
@@ -255,18 +267,46 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
     remeasured = [side for side in plan.sides if side != "candidate" and side not in accepted]
     if remeasured and not spare:  # a stored timing that did not revalidate
         spare = plan.acquire_references(least)
-    others: list[_Timer] = []
-    if remeasured and plan.processes > 1:
-        began = time.monotonic()
-        others, parts_s["reference_processes"] = _other_processes(link, record, plan, timer, spare, remeasured)
-        parts_s["reference_starts"] = time.monotonic() - began - parts_s["reference_processes"]
-    runtimes = {side: accepted.get(side) or _pooled(side, [timer, *others], s, target) for side in plan.sides}
+    further = FurtherProcesses(timer, spare, remeasured) if remeasured and plan.processes > 1 else None
+    return _outcome(link, plan, [timer], accepted, parts_s, further)
+
+
+def time_further_processes(
+    link: Link, record: Record, plan: TimingPlan, timed: TimingOutcome, release: Callable[[], None]
+) -> TimingOutcome:
+    """Finish a new reference's timing in more processes (`timed.further`; `timed` itself where there is none).
+    The evaluator runs this after the candidate's last stage, so that a candidate rejected there costs none of
+    it; `release` first frees the evaluation's own children's device memory (and, on a shared device, the share
+    of it that they alone needed: these processes run one at a time)."""
+    further = timed.further
+    if further is None:
+        return timed
+    began = time.monotonic()
+    release()
+    others, held = _other_processes(link, record, plan, further.first, further.spare, further.sides)
+    parts = timed.parts_s | {"reference_processes": held, "reference_starts": time.monotonic() - began - held}
+    accepted = {side: timed.runtimes[side] for side in timed.from_cache}
+    return _outcome(link, plan, [further.first, *others], accepted, parts, None)
+
+
+def _outcome(
+    link: Link,
+    plan: TimingPlan,
+    timers: list[_Timer],
+    accepted: dict[str, RuntimeStats],
+    parts_s: dict[str, float],
+    further: FurtherProcesses | None,
+) -> TimingOutcome:
+    """Each side's statistics over `timers` (or stored and `accepted`), with the feedback's words for them."""
+    s, cpu = link.settings, link.device == "cpu"
+    target = None if cpu else s.target_ci_rel
+    runtimes = {side: accepted.get(side) or _pooled(side, timers, s, target) for side in plan.sides}
     if cpu:
         text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
     else:
         cand, ref = runtimes["candidate"], runtimes["reference"]
         text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
-    return TimingOutcome(runtimes, sorted(accepted), parts_s, text)
+    return TimingOutcome(runtimes, sorted(accepted), parts_s, text, further)
 
 
 def _laps(into: dict[str, float]) -> Callable[[str], None]:
@@ -343,8 +383,6 @@ def _other_processes(
     each is given its job and loaded outside the timing slot, then warmed up and sampled alone inside it, within
     its own `timing_timeout_s`. Returns their timers and how long they held the slot, in seconds."""
     s = link.settings
-    # The evaluation's own children hold the device memory of their last calls until the stages after timing.
-    link.release(time.monotonic() + s.timing_timeout_s, trim=True)
     found: list[_Timer] = []
     held = 0.0
     children = list(children)

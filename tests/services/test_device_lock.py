@@ -303,3 +303,15 @@ def test_a_cancelled_wait_for_the_device_to_itself_gives_up(tmp_path):
     slot.reset()
     with slot.occupy(MEMORY_UNITS):  # nothing left held
         pass
+
+
+def test_units_given_back_early_let_another_evaluation_in_while_the_rest_stay_held(tmp_path):
+    a, b = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")
+    with a.occupy(MEMORY_UNITS) as held:
+        held.keep(3)  # what the rest of the evaluation needs
+        assert len(held) == 3
+        with b.occupy(MEMORY_UNITS - 3):  # the units given back, at once
+            assert b.memory_waited_s < 0.5
+        threading.Timer(0.3, b.cancel).start()
+        with pytest.raises(EvaluationCancelled), b.occupy(MEMORY_UNITS - 2):  # one more than were given back
+            pass

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -18,7 +19,7 @@ from services import timing_cache
 from services.errors import EvaluationCancelled
 from services.evaluator import Evaluator, environment
 from services.parent.timing import _revalidate
-from services.schema import Environment, EvalOptions, RuntimeStats, Verdict
+from services.schema import CheckName, Environment, EvalOptions, RuntimeStats, Verdict
 from services.settings import EvalSettings
 from services.timing_cache import MemoryTimingStore, timing_key
 
@@ -87,6 +88,22 @@ def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_the
     assert ref.median_ms == pytest.approx(statistics.fmean(ref.process_medians_ms))
     assert result.candidate_runtime.processes == 1
     assert [RuntimeStats.model_validate_json(raw) for raw in store.values()] == [ref]
+
+
+def test_a_candidate_rejected_after_its_timing_times_no_further_reference_processes(relu):
+    # The further processes come after the candidate's last check (output dependence here): one rejected there
+    # costs none of them, and its reference figure, one process's, is never stored.
+    settings = EvalSettings(
+        correctness_trials=1, warm_children=1, cpu_reference_processes=3, target_ci_rel=1e-12, reference_min_processes=3
+    )
+    decoy = (Path(__file__).parents[1] / "corpus" / "b8_decoy_dummy_buffer.py").read_text()
+    store = MemoryTimingStore()
+    with Evaluator(settings) as ev:
+        result = ev.evaluate(relu, unique(decoy), CPU, store).result
+    assert result.verdict is Verdict.REJECTED, result.feedback
+    assert [c.name for c in result.failed_checks()] == [CheckName.OUTPUT_DEPENDS_ON_KERNELS]
+    assert result.reference_runtime.processes == 1 and "timing_reference_processes" not in result.phases
+    assert store == {}
 
 
 STORED = RuntimeStats(
