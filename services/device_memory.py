@@ -50,11 +50,12 @@ def footprint_bytes(inputs: int, output: int) -> int:
     return 2 * inputs + 5 * output + 3 * CHILD_OVERHEAD_BYTES
 
 
-def further_processes_bytes(inputs: int, output: int) -> int:
+def further_processes_bytes(inputs: int, output: int, loaded: int) -> int:
     """Device memory an evaluation holds while its reference is timed in further processes, one at a time, after
     its candidate child has closed: that process's inputs and output, as much again for the reference's
-    intermediates, its context and the evaluation's own reference child's (its tensors released)."""
-    return 2 * (inputs + output) + 2 * CHILD_OVERHEAD_BYTES
+    intermediates, and, in it and in the evaluation's own reference child (its tensors released), a context and
+    what a loaded reference holds (`loaded`: its model)."""
+    return 2 * (inputs + output) + 2 * (loaded + CHILD_OVERHEAD_BYTES)
 
 
 def units(need_bytes: int, device_bytes: int) -> int:

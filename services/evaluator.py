@@ -200,7 +200,7 @@ class Evaluator:
             phases["start_ready_wait"] = started.ready_wait_s
             phases["start_drain"] = started.drain_s
             with _phase(phases, "load"):
-                load(link, record)
+                loaded = load(link, record)
             if pending is not None:
                 with _phase(phases, "precompile"):  # the wait for the pass after the load
                     cache = os.path.join(link.cand.tmpdir, TRITON_CACHE)
@@ -230,9 +230,9 @@ class Evaluator:
                     output_dependence(link, record)
                 record_silent_guards(record)
             if timed.further is not None:  # after every check of the candidate: one rejected costs none of it
-                began = time.monotonic()
+                began, sizes = time.monotonic(), (*checked.io_bytes, loaded)
                 timed = time_further_processes(
-                    link, record, plan, timed, lambda: self._before_further_processes(link, held, checked.io_bytes)
+                    link, record, plan, timed, lambda: self._before_further_processes(link, held, sizes)
                 )
                 phases["timing"] += time.monotonic() - began
             if opt.timing:
@@ -285,16 +285,20 @@ class Evaluator:
                 units=need,
             )
 
-    def _before_further_processes(self, link: Link, held: HeldUnits | None, io_bytes: tuple[int, int]) -> None:
-        """Before the reference is timed in further processes, the evaluation's own children give back their device
-        memory: the candidate child, done with, closes; the reference child releases its tensors and its cache (it
-        may still be kept for the problem's next candidate). On a shared device the evaluation then keeps only the
-        units those processes need, one at a time, so that another evaluation can start beside them."""
+    def _before_further_processes(self, link: Link, held: HeldUnits | None, sizes: tuple[int, int, int]) -> None:
+        """Before the reference is timed in further processes, the evaluation gives back the device memory it no
+        longer needs: the candidate child, done with, closes; the reference child releases its tensors and its
+        cache (it may still be kept for the problem's next candidate); this process frees the buffers it received
+        their outputs in. On a shared device it then keeps only the units those processes need (`sizes`: the
+        reference's inputs, output and loaded model, in bytes), one at a time, so another evaluation can start."""
         link.close_candidate()
         link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
+        if link.device == "cuda":
+            self._mem_pools = {}
+            torch.cuda.empty_cache()
         if held is not None and len(held) < MEMORY_UNITS:  # with the device to itself, nothing waits beside
             drain_closed_children(every=False)  # the candidate's memory is free before its units are
-            held.keep(device_memory.units(further_processes_bytes(*io_bytes), self._device_bytes()))
+            held.keep(device_memory.units(further_processes_bytes(*sizes), self._device_bytes()))
 
     def _device_bytes(self) -> int:
         return torch.cuda.get_device_properties(0).total_memory

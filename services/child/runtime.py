@@ -361,7 +361,8 @@ class Runtime:
         if self.device == "cuda":
             l2 = torch.cuda.get_device_properties(0).L2_cache_size
             self.flush_buf = torch.empty(int(l2 * self.job.l2_flush_factor) // 4, dtype=torch.int32, device="cuda")
-        self.reply(Loaded(load_s=_perf() - t0))
+        held = torch.cuda.memory_allocated() if self.device == "cuda" else 0
+        self.reply(Loaded(load_s=_perf() - t0, device_bytes=held))
 
     def _inputs(self, seed: int) -> list[Any]:
         seed_everything(seed)

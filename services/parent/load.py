@@ -156,13 +156,15 @@ def start_failure(role: str, exc: ChildError, output: str, memory_shared: bool) 
     return InfrastructureFault(f"a {role} child failed to start: {exc}; output:\n{output}")
 
 
-def load(link: Link, record: Record) -> None:
+def load(link: Link, record: Record) -> int:
     """Import and construct the reference's Model, then the candidate's ModelNew (its first code to run); the
-    candidate child's threads before then are the record's baseline."""
+    candidate child's threads before then are the record's baseline. Returns the device memory the loaded
+    reference holds, as its child counts it."""
     deadline = time.monotonic() + link.settings.load_timeout_s
-    link.ask(link.ref, Load(), Loaded, deadline, "loading the reference")
+    loaded, _ = link.ask(link.ref, Load(), Loaded, deadline, "loading the reference")
     left = link.ref.descendants()
     if left:  # a reference loads; it starts nothing that outlives the call (native code past the audit hook)
         raise ReferenceFailed(f"the reference left {len(left)} process(es) running after loading")
     record.evidence.thread_baseline = link.cand.threads()  # before any candidate code runs
     link.ask(link.cand, Load(), Loaded, deadline, "importing and constructing ModelNew")
+    return max(0, loaded.device_bytes)

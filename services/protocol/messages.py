@@ -219,6 +219,9 @@ class Failure(Reply):
 @dataclass(frozen=True)
 class Loaded(Reply):
     load_s: float = 0.0
+    # The device memory the loaded child holds by its allocator's count (its model, the L2 flush buffer), for the
+    # parent's accounting of the device's memory; a child can misstate it, as it could allocate more anyway.
+    device_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -328,7 +331,7 @@ R = TypeVar("R")
 _REQUIRED: dict[type, tuple[str, ...]] = {
     Ready: ("pid", "network", "protocol", "msg"),
     Failure: ("error", "context", "traceback"),
-    Loaded: ("load_s",),
+    Loaded: ("load_s", "device_bytes"),
     Called: ("structures", "inputs", "mutated", "launches", "unstable"),
     Timed: ("ms", "structure", "launches", "unstable"),
     Profiled: ("kernels", "launches"),

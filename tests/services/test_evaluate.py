@@ -459,6 +459,19 @@ def test_a_problems_memory_need_counts_both_childrens_tensors_and_the_parents_co
     assert units(footprint_bytes(64 * gb, 64 * gb), h100) == MEMORY_UNITS
 
 
+def test_a_new_references_further_processes_need_less_of_the_device_than_its_evaluation():
+    from services.device_memory import CHILD_OVERHEAD_BYTES, footprint_bytes, further_processes_bytes, units
+
+    gb = 1 << 30
+    # One further process's inputs and output, as much again for intermediates, and in it and the evaluation's own
+    # reference child a context and the loaded model each.
+    assert further_processes_bytes(gb, 2 * gb, gb // 4) == 6 * gb + 2 * (gb // 4 + CHILD_OVERHEAD_BYTES)
+    # level1/19_ReLU at its published sizes (20 units, 12 for these): what the evaluation gives back lets another
+    # of its problem in beside.
+    relu, h100 = 6_442_450_944, 80 * gb
+    assert units(further_processes_bytes(relu, relu, 0), h100) + units(footprint_bytes(relu, relu), h100) <= 32
+
+
 def test_a_timed_output_of_another_shape_is_rejected_before_the_parent_receives_it(evaluator, relu):
     # The parent sizes its buffers by the reference's output, never by a candidate's claim: one that claimed a
     # huge output would run the parent out of device memory, which counts against the problem.
