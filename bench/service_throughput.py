@@ -456,6 +456,8 @@ def run_mode(
             "gpu_work_wait_median_s": round(statistics.median(e["gpu_wait_s"] for e in slot), 3),
             "memory_retries": sum(e.get("memory_retries", 0) for e in slot),
             "memory_units_median": statistics.median(e.get("memory_units", 0) for e in slot),
+            # Units kept while a new reference was timed in further processes, where an evaluation gave some back.
+            "memory_units_kept": sorted(e["memory_units_kept"] for e in slot if e.get("memory_units_kept")),
             "reference_kept": sum(e.get("reference_kept", False) for e in slot),
             "memory_wait_s": round(sum(e.get("memory_wait_s", 0.0) for e in slot), 1),
             "long_holds": long_holds(slot),

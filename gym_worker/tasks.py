@@ -272,9 +272,11 @@ class WorkerState:
                 "timing_slot_held_s": round(self.slot.held_s, 3),
                 "timing_slot_drain_s": round(self.slot.drained_s, 3),
                 "gpu_wait_s": round(self.slot.shared_waited_s, 3),
-                # the parts of the device's memory it held, the attempts it started again with more, the wait
+                # the parts of the device's memory it held, the attempts it started again with more, the units it
+                # kept for a new reference's further timing processes, the wait
                 "memory_units": diagnostics.memory_units,
                 "memory_retries": diagnostics.memory_retries,
+                "memory_units_kept": diagnostics.memory_units_kept,
                 "memory_wait_s": round(self.slot.memory_waited_s, 3),
                 # its reference child had served an earlier evaluation of the problem (services.parent.references)
                 "reference_kept": diagnostics.reference_kept,

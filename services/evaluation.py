@@ -32,6 +32,8 @@ class Diagnostics:
     # device ran out of memory beside others.
     memory_units: int = 0
     memory_retries: int = 0
+    # The units it kept while a new reference was timed in further processes (0: it timed none on a shared device).
+    memory_units_kept: int = 0
     reference_kept: bool = False  # its reference child had served an earlier evaluation (services.parent.references)
     precompile: PrecompileOutcome | None = None  # what the compiler child did, where it ran
     # Requests to the children by "<child>.<command>": {"n": requests, "s": seconds} (services.parent.link.Link)

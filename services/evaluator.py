@@ -232,7 +232,7 @@ class Evaluator:
             if timed.further is not None:  # after every check of the candidate: one rejected costs none of it
                 began, sizes = time.monotonic(), (*checked.io_bytes, loaded)
                 timed = time_further_processes(
-                    link, record, plan, timed, lambda: self._before_further_processes(link, held, sizes)
+                    link, record, plan, timed, lambda: self._before_further_processes(link, held, sizes, diagnostics)
                 )
                 phases["timing"] += time.monotonic() - began
             if opt.timing:
@@ -285,7 +285,9 @@ class Evaluator:
                 units=need,
             )
 
-    def _before_further_processes(self, link: Link, held: HeldUnits | None, sizes: tuple[int, int, int]) -> None:
+    def _before_further_processes(
+        self, link: Link, held: HeldUnits | None, sizes: tuple[int, int, int], diagnostics: Diagnostics
+    ) -> None:
         """Before the reference is timed in further processes, the evaluation gives back the device memory it no
         longer needs: the candidate child, done with, closes; the reference child releases its tensors and its
         cache (it may still be kept for the problem's next candidate); this process frees the buffers it received
@@ -299,6 +301,7 @@ class Evaluator:
         if held is not None and len(held) < MEMORY_UNITS:  # with the device to itself, nothing waits beside
             drain_closed_children(every=False)  # the candidate's memory is free before its units are
             held.keep(device_memory.units(further_processes_bytes(*sizes), self._device_bytes()))
+            diagnostics.memory_units_kept = len(held)
 
     def _device_bytes(self) -> int:
         return torch.cuda.get_device_properties(0).total_memory

@@ -445,6 +445,22 @@ def test_a_problem_whose_tensors_pass_its_share_of_memory_waits_for_its_units_be
         assert "earlier_attempts" not in result.phases
 
 
+def test_an_evaluation_gives_back_the_units_a_new_references_further_processes_do_not_need(relu, tmp_path):
+    # On 4 H100s busy at once, starting and loading a new reference's further processes took a passed evaluation
+    # 4.3 s while it held its whole share. They run after the candidate's last stage, the candidate child closed,
+    # and hold only what one reference process needs: another evaluation can start beside them.
+    from services.device_lock import MEMORY_UNITS
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    settings = EvalSettings(correctness_trials=1, device_lock=str(tmp_path / "gpu.lock"), device_evaluations=2)
+    with Evaluator(settings) as ev:
+        result, diagnostics = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CUDA, MemoryTimingStore())
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert result.reference_runtime.processes >= 3
+    assert diagnostics.memory_units == MEMORY_UNITS // 2 and 1 <= diagnostics.memory_units_kept < MEMORY_UNITS // 2
+
+
 def test_a_wait_for_memory_units_is_memory_wait_and_not_within_the_stages_total(relu, tmp_path):
     # The stay on the device begins after the parent's own checks, inside the stages' clock: its wait is to be
     # counted once, as `memory_wait`, or the benches' shares count it twice.
