@@ -218,14 +218,21 @@ def gpu_requests(slot: list[dict]) -> dict:
 
 def requests_by_kind(slot: list[dict]) -> dict:
     """Where an evaluation's time outside its measurement goes: per kind of request to a child (child and
-    command), the median count and seconds per evaluation (waits for GPU turns excluded), most seconds first."""
+    command), the median count and seconds per evaluation (waits for GPU turns excluded), and the mean seconds a
+    passed evaluation spent in them (what grows when a host's GPUs slow each other), most seconds first."""
     kinds = sorted({kind for e in slot for kind in e.get("requests", {})})
+    passed = [e for e in slot if e.get("verdict") == "passed"]
     rows = {}
     for kind in kinds:
         per = [e.get("requests", {}).get(kind, {"n": 0, "s": 0.0}) for e in slot]
         rows[kind] = {
             "n_median": statistics.median(r["n"] for r in per),
             "s_median": round(statistics.median(r["s"] for r in per), 4),
+            "s_mean_passed": round(
+                statistics.fmean(e.get("requests", {}).get(kind, {"s": 0.0})["s"] for e in passed), 4
+            )
+            if passed
+            else None,
         }
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]["s_median"]))
 

@@ -49,6 +49,7 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     )
     assert row["not_passed"] == []
     assert row["problem_check"] == {"problems": 2, "right": 2, "wrong": {}}
+    assert row["requests"]["candidate.call"]["s_mean_passed"] > 0  # what a passed evaluation spent, by request
     shares = row["stage_share"]
     assert shares["correctness"] > 0 and shares["timing"] > 0 and shares["other"] >= 0, shares
     modes = report["summary"]["modes"]
