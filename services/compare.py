@@ -111,6 +111,11 @@ def _float_comparison(
     until the last chunk: one synchronisation with the host per comparison, not several per chunk, and no boolean
     indexing. Torch operations only: the parent runs no kernel of its own (no Triton: its on-disk cache is writable
     by the children's user, docs/security.md)."""
+    # Equal outputs (a deterministic kernel's repeat, the copies of the reference's output lazy samples return, an
+    # exact elementwise kernel) end after one pass over each, chunk by chunk; unequal ones stop at their first
+    # unequal chunk, usually the first. NaN is never equal to itself: a NaN takes the full comparison.
+    if all(torch.equal(r_flat[i : i + CHUNK], c_flat[i : i + CHUNK]) for i in range(0, r_flat.numel(), CHUNK)):
+        return 0, 0, 0.0, 0.0
     zero = torch.zeros(
         (), dtype=torch.float64 if r_flat.dtype == torch.float64 else torch.float32, device=r_flat.device
     )

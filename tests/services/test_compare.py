@@ -248,6 +248,27 @@ def test_chunked_comparison_keeps_counts_and_maxima_exact(monkeypatch):
     )
 
 
+def test_outputs_equal_value_for_value_take_one_pass_and_report_no_error(monkeypatch):
+    # At KernelBench's sizes the full comparison makes ~20 passes over gigabytes; a repeat of a deterministic kernel,
+    # or a copy of the reference's output, needs one.
+    monkeypatch.setattr(compare_mod, "CHUNK", 7)
+    ref = torch.linspace(-3, 3, 50, dtype=torch.float32)
+    ref[5], ref[10] = 0.0, float("inf")
+    cand = ref.clone()
+    cand[5] = -0.0  # equal in value
+
+    def full_comparison(*_: object) -> None:
+        raise AssertionError("the full comparison ran on equal outputs")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(torch, "isfinite", full_comparison)
+        c = compare_tensor(ref, cand, 1e-6, 1e-6)
+    assert c.ok and (c.mismatched, c.max_abs_error, c.max_rel_error) == (0, 0.0, 0.0)
+    cand[49] += 1.0  # unequal in the last chunk only: the full comparison counts it
+    c = compare_tensor(ref, cand, 1e-6, 1e-6)
+    assert (c.mismatched, c.max_abs_error) == (1, pytest.approx(1.0))
+
+
 def test_chunked_integer_comparison_counts_exactly(monkeypatch):
     monkeypatch.setattr(compare_mod, "CHUNK", 7)
     ref = torch.arange(30, dtype=torch.int32).reshape(5, 6)
