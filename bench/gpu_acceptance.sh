@@ -57,6 +57,8 @@
 #   bench/gpu_acceptance.sh 21 "$OUT"  # two trees A and B in turn, A then B: the RL step on KernelBench (KB
 #                                      # required) on STEP_GPUS (default 4) GPUs, 3 samples a problem, counted for
 #                                      # STEP_CUT_MINUTES (default 2); prints each tree's summary line
+#   bench/gpu_acceptance.sh 22 "$OUT"  # on a machine of one GPU, the evaluator's checks of part 17 in turn: the
+#                                      # core GPU tests, then both hack corpus shards; prints their tails
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -68,7 +70,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-21}
+part=${1:?part 1-22}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -238,8 +240,18 @@ PY
         grep -h '"summary"' "$out/step_${turn%%:*}.log" | cut -c1-400
     done
     ;;
+22)
+    # Part 17's checks of the evaluator in turn, for a machine of one GPU (5 minutes on an H100 at 031812a).
+    step test_gpu 300 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py \
+        tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py
+    tail -3 "$out/test_gpu.log"
+    for shard in 1 2; do
+        step "hacks_$shard" 150 "$py" bench/hack_corpus.py --device cuda --shard "$shard/2" --json "$out/hacks_$shard.json"
+        tail -5 "$out/hacks_$shard.log"
+    done
+    ;;
 *)
-    echo "part must be 1 to 21" >&2
+    echo "part must be 1 to 22" >&2
     exit 2
     ;;
 esac
