@@ -155,9 +155,7 @@ class Evaluator:
             finally:
                 self._current = None
                 diagnostics.requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in link.requests.items()}
-                if device == "cuda":  # what the parent received goes back to the device, not to an idle cache
-                    self._mem_pools = {}
-                    torch.cuda.empty_cache()
+                self._free_receive_buffers(device)
         return Evaluation(result, diagnostics)
 
     def _run(
@@ -295,13 +293,17 @@ class Evaluator:
         reference's inputs, output and loaded model, in bytes), one at a time, so another evaluation can start."""
         link.close_candidate()
         link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
-        if link.device == "cuda":
-            self._mem_pools = {}
-            torch.cuda.empty_cache()
+        self._free_receive_buffers(link.device)
         if held is not None and len(held) < MEMORY_UNITS:  # with the device to itself, nothing waits beside
             drain_closed_children(every=False)  # the candidate's memory is free before its units are
             held.keep(device_memory.units(further_processes_bytes(*sizes), self._device_bytes()))
             diagnostics.memory_units_kept = len(held)
+
+    def _free_receive_buffers(self, device: str) -> None:
+        """What this process received the children's tensors in goes back to the device, not to an idle cache."""
+        if device == "cuda":
+            self._mem_pools = {}
+            torch.cuda.empty_cache()
 
     def _device_bytes(self) -> int:
         return torch.cuda.get_device_properties(0).total_memory

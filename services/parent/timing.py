@@ -274,13 +274,12 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
 def time_further_processes(
     link: Link, record: Record, plan: TimingPlan, timed: TimingOutcome, release: Callable[[], None]
 ) -> TimingOutcome:
-    """Finish a new reference's timing in more processes (`timed.further`; `timed` itself where there is none).
-    The evaluator runs this after the candidate's last stage, so that a candidate rejected there costs none of
-    it; `release` first frees the evaluation's own children's device memory (and, on a shared device, the share
-    of it that they alone needed: these processes run one at a time)."""
+    """Finish a new reference's timing in the more processes `timed.further` names (set: `timing` left them). The
+    evaluator runs this after the candidate's last stage, so that a candidate rejected there costs none of it;
+    `release` first frees the evaluation's own children's device memory (and, on a shared device, the share of it
+    that they alone needed: these processes run one at a time)."""
     further = timed.further
-    if further is None:
-        return timed
+    assert further is not None  # the caller times further processes only where `timing` left some
     began = time.monotonic()
     release()
     others, held = _other_processes(link, record, plan, further.first, further.spare, further.sides)
@@ -380,8 +379,8 @@ def _other_processes(
     """The reference sides timed in more reference children, one after another, from `children` and then one
     more at a time, up to `plan.processes` processes in all (`first`, the evaluation's own, among them) and from
     `reference_min_processes` on only while the mean of their medians is less precise than one median must be:
-    each is given its job and loaded outside the timing slot, then warmed up and sampled alone inside it, within
-    its own `timing_timeout_s`. Returns their timers and how long they held the slot, in seconds."""
+    each is given its job, loaded and called once outside the timing slot, then warmed up and sampled alone inside
+    it, within its own `timing_timeout_s`. Returns their timers and how long they held the slot, in seconds."""
     s = link.settings
     found: list[_Timer] = []
     held = 0.0
