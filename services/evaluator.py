@@ -44,7 +44,6 @@ from services.parent.record import Record
 from services.parent.references import KeptReferences
 from services.parent.timing import TimingOutcome, TimingPlan, time_further_processes, timing
 from services.problems import Problem
-from services.protocol.messages import Structure
 from services.sandbox import TRITON_CACHE, ChildPool, drain_closed_children
 from services.schema import PROTOCOL_VERSION, Environment, EvalOptions, EvalResult, Verdict
 from services.settings import EvalSettings
@@ -211,7 +210,7 @@ class Evaluator:
             timing_text = len(texts)
             if opt.timing:
                 with _phase(phases, "timing"):
-                    plan = _timing_plan(link, self.pool, problem, stored, checked.reference_output)
+                    plan = _timing_plan(link, self.pool, problem, stored, checked)
                     timed = timing(link, record, plan)
                 if stored.waited_s:  # for another evaluation's figure of the same reference: a stage of its own
                     phases["reference_wait"] = stored.waited_s
@@ -382,9 +381,10 @@ def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
 
 
 def _timing_plan(
-    link: Link, pool: ChildPool, problem: Problem, stored: timing_cache.Lookup, reference_output: Structure | None
+    link: Link, pool: ChildPool, problem: Problem, stored: timing_cache.Lookup, checked: CorrectnessOutcome
 ) -> TimingPlan:
     s, cpu = link.settings, link.device == "cpu"
+    large = checked.io_bytes[0] >= s.placement_min_input_mb * 2**20
     sides: dict[str, tuple[str, Any]] = {"reference": ("reference", "eager"), "candidate": ("candidate", "eager")}
     if link.options.compare_compile and not cpu:
         sides["compiled"] = ("reference", "compiled")
@@ -394,9 +394,10 @@ def _timing_plan(
         cap_s=s.cpu_timing_budget_s if cpu else (link.options.timing_budget_s or s.timing_budget_s),
         # Several processes only pay off where the figure is kept for the next candidates (a timing store).
         processes=s.cpu_reference_processes if cpu else (s.reference_processes if stored.store is not None else 1),
+        placements=s.timing_placements if large else 1,  # on CPU the calls are grouped, nothing moves
         acquire_references=lambda n: acquire_references(link, pool, n),
         start_reference=lambda child: start_reference(link, child, problem),
-        reference_output=reference_output,
+        reference_output=checked.reference_output,
     )
 
 

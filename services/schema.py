@@ -189,10 +189,10 @@ class ProfileSummary(BaseModel):
 
 class RuntimeStats(BaseModel):
     """Statistics of per-call times (ms), reduced in the trusted parent from raw samples. A side timed in several
-    child processes (a reference) reports the mean of its per-process medians as `median_ms`, the quantity a
-    single process's median (the candidate's) estimates, and its CI is that mean's."""
+    groups of calls (a reference in several child processes; a candidate with large inputs in several placements
+    of them in device memory) reports the mean of the groups' medians as `median_ms`, and its CI is that mean's."""
 
-    median_ms: float = Field(description="Median per-call time; over several processes, the mean of their medians.")
+    median_ms: float = Field(description="Median per-call time; over several groups, the mean of their medians.")
     iqr_ms: float
     mean_ms: float
     min_ms: float
@@ -207,8 +207,12 @@ class RuntimeStats(BaseModel):
         description="The half-width the adaptive timing aimed for; a reached width above it means sampling "
         "stopped at its cap (calls or wall time). None where no target applied (CPU mode).",
     )
-    processes: int = Field(default=1, description="Child processes whose calls these statistics pool.")
-    process_medians_ms: list[float] = Field(default_factory=list, description="Each process's median.")
+    processes: int = Field(
+        default=1,
+        description="Groups whose calls these statistics pool: child processes (a reference), placements of the "
+        "inputs (a candidate).",
+    )
+    process_medians_ms: list[float] = Field(default_factory=list, description="Each group's median.")
     launch_shield_cycles: int = Field(
         default=0, description="The GPU spin before each timed call's window, as it grew to cover the launches."
     )

@@ -65,6 +65,8 @@ _OutOfMemory = torch.OutOfMemoryError
 _type = type
 fingerprint = tensors.fingerprint
 TRIM_AFTER_CALL_BYTES = 1 << 30
+# A new placement's spacer: 2 MiB (the allocator's large-block granule) to 64 MiB, by the call's seed.
+SPACER_STEP_BYTES, SPACER_STEPS = 2 << 20, 32
 
 
 class CandidateError(Exception):
@@ -227,6 +229,7 @@ class Runtime:
         self.compiled: Any = None
         self.ref_module: Any = None
         self.flush_buf: torch.Tensor | None = None
+        self.spacer: torch.Tensor | None = None  # shifts the timed calls' inputs to other pages (Time.new_placement)
         self.mapped: dict[str, torch.UntypedStorage] = {}  # per parent segment, its mapping (tensors.open_cuda)
         self.guarded = self.role == "candidate" and job.defences
         # The reference child does the same per-call bookkeeping (integrity report, early fingerprint)
@@ -477,6 +480,10 @@ class Runtime:
             tensors.describe(self.kept["output"], found)
             self.retained.append([t.clone() for t in found])
         self.kept = None
+        if h.new_placement and self.device == "cuda":
+            self.spacer = None
+            _empty_cache()
+            self.spacer = torch.empty((h.seed % SPACER_STEPS + 1) * SPACER_STEP_BYTES, dtype=torch.uint8, device="cuda")
         inputs = self._inputs(h.seed)
         model = self._model(h.variant)
         extra_ms = 0.0

@@ -10,7 +10,9 @@ and each side reports the width it reached and the target it had. A reference si
 mean of their medians, because one process's median is not the reference's time; a stored reference timing is
 reused unless a few fresh calls put its median outside the range of its per-process medians with 95% confidence,
 and timed again when they do.
-The candidate is timed in its one process; its median estimates the same per-process quantity.
+The candidate is timed in its one process; where its inputs are large, its calls are spread over several
+placements of its inputs in device memory (`timing_placements`), and its time is the mean of their medians: a
+memory-bound kernel's time depends on the pages its inputs lie on, as a reference's depends on its process.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
 the child reports whether forward() returned while the spin still ran, and a call that outlasted it doubles the
@@ -52,6 +54,7 @@ class TimingPlan:
     stored: dict[str, RuntimeStats]
     cap_s: float
     processes: int
+    placements: int  # of the candidate's inputs (TimingPlan.placements > 1 only for large inputs on a GPU)
     acquire_references: Callable[[int], list[Child]]
     start_reference: Callable[[Child], Child]
     reference_output: Structure | None
@@ -96,6 +99,7 @@ class _Timer:
         deadline: float,
         purpose: str,
         ref_struct: Structure | None,
+        placements: int = 1,
     ):
         self.link = link
         self.record = record
@@ -107,6 +111,10 @@ class _Timer:
         self.overheads: dict[str, list[float]] = {side: [] for side in children}
         self.extras: dict[str, list[float]] = {side: [] for side in children}
         self.uncovered: dict[str, int] = {side: 0 for side in children}  # kept calls with host time in them
+        # The candidate's kept calls per placement of its inputs; the next call moves them when `move` is set.
+        self.placements = placements if "candidate" in children else 1
+        self.per_placement: list[int] = [0]
+        self.move = False
         # One spin for every side, grown whenever a call's launches outlast it: it moves only where the host's
         # time would otherwise leak into the window, never the GPU time it shields.
         self.shield = 0 if link.device == "cpu" else link.settings.launch_shield_cycles
@@ -125,12 +133,18 @@ class _Timer:
         self.count += 1
         seed = s.seed(self.purpose, self.count)
         retain = side == "candidate" and self.chosen is not None
+        moved = side == "candidate" and self.move
         sent = time.perf_counter()
-        command = Time(seed=seed, variant=variant, shield_cycles=self.shield, retain_previous=retain)
+        command = Time(
+            seed=seed, variant=variant, shield_cycles=self.shield, retain_previous=retain, new_placement=moved
+        )
         h, _ = s.ask(child, command, Timed, self.deadline, f"timing ({side})")
         if retain:
             self.retained.append(replace(self.chosen, retained=len(self.retained)))
             self.chosen = None
+        if moved:
+            self.move = False
+            self.per_placement.append(0)
         wall_ms = (time.perf_counter() - sent) * 1e3
         if not h.covered and self.shield:
             self.uncovered[side] += keep
@@ -154,6 +168,7 @@ class _Timer:
                 self._choose(self.last_candidate)
         if keep:
             self.samples[side].append(h.ms)
+            self.per_placement[-1] += side == "candidate"
             self.overheads[side].append(wall_ms - h.ms)
             self.extras[side].append(h.sync_extra_ms)
         return wall_ms - h.ms, h.sync_extra_ms
@@ -206,11 +221,15 @@ class _Timer:
         return max(2, min(50, int(25.0 / max(slowest, 1e-3)))), least
 
     def sample(self, sides: list[str], block: int, min_calls: int, cap_s: float) -> None:
-        """Blocks of calls, side after side, until every side's median is precise enough, or at a cap."""
+        """Blocks of calls, side after side, until every side's median is precise enough and the candidate's calls
+        have visited every placement of its inputs (each its share of `min_calls`), or at a cap."""
         s = self.link.settings
+        share = math.ceil(min_calls / self.placements)
         t = time.monotonic()
         while True:
             for side in sides:
+                if side == "candidate" and self.per_placement[-1] >= share and self._placements_left():
+                    self.move = True
                 for _ in range(block):
                     self(side, keep=True)
             n = min(len(self.samples[side]) for side in sides)
@@ -218,8 +237,22 @@ class _Timer:
                 stats.precise_enough(self.samples[side], s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
                 for side in sides
             )
-            if (n >= min_calls and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
+            visited = "candidate" not in sides or (not self._placements_left() and self.per_placement[-1] >= share)
+            if (n >= min_calls and visited and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
                 return
+
+    def _placements_left(self) -> bool:
+        return len(self.per_placement) < self.placements
+
+    def groups(self, side: str) -> list[list[float]]:
+        """The side's kept samples, one list per placement of the candidate's inputs (one list for other sides)."""
+        if side != "candidate" or len(self.per_placement) == 1:
+            return [self.samples[side]]
+        found, start = [], 0
+        for n in self.per_placement:
+            found.append(self.samples[side][start : start + n])
+            start += n
+        return [g for g in found if g]
 
 
 def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
@@ -240,7 +273,7 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
         deadline = time.monotonic() + s.timing_timeout_s
         parts_s: dict[str, float] = {}
         lap = _laps(parts_s)
-        timer = _Timer(link, record, children, deadline, "time", plan.reference_output)
+        timer = _Timer(link, record, children, deadline, "time", plan.reference_output, plan.placements)
         block, min_calls = timer.warm_up(plan.cap_s)
         lap("warm_up")
         accepted = _revalidate(timer, plan.stored) if plan.stored else {}
@@ -324,7 +357,7 @@ def _laps(into: dict[str, float]) -> Callable[[str], None]:
 def _pooled(side: str, timers: list[_Timer], s: EvalSettings, target: float | None) -> RuntimeStats:
     """One side's statistics over the timers (processes) that timed it."""
     timers = [t for t in timers if side in t.samples]
-    runtime = stats.pool([t.samples[side] for t in timers], s.timer_resolution_ms, target)
+    runtime = stats.pool([g for t in timers for g in t.groups(side)], s.timer_resolution_ms, target)
     if target is not None:
         target = stats.stop_target(runtime.median_ms, target, s.timer_resolution_ms, s.target_ci_ticks)
     return runtime.model_copy(

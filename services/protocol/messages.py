@@ -106,6 +106,9 @@ class Time(Command):
     # First copy the previous timed call's output aside: the parent chose that call for a re-check after it
     # returned, and compares it once the timing slot is released.
     retain_previous: bool = False
+    # Then move the inputs to other pages of device memory: free them and the allocator's cache and hold a spacer
+    # block sized from the seed, so that this call's inputs and the later calls' lie elsewhere.
+    new_placement: bool = False
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,28 @@ def test_honest_bundled_kernel_passes(evaluator, problems, problem_id):
     assert {"start", "load", "compile", "correctness", "timing", "total"} <= result.phases.keys()
 
 
+def timed_over_placements(problem: Problem, options: EvalOptions, **settings: object) -> None:
+    """The bundled ReLU, its inputs counted as large (threshold 0): the candidate's time is the mean of its
+    placements' medians, the reference's its one process's."""
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    chosen = EvalSettings(correctness_trials=1, warm_children=1, placement_min_input_mb=0, **settings)
+    with Evaluator(chosen) as ev:
+        result = ev.evaluate(problem, unique(bundled_source("level1/1_ReLU")), options).result
+    cand = result.candidate_runtime
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert cand.processes == chosen.timing_placements == len(cand.process_medians_ms), cand
+    assert cand.median_ms == pytest.approx(sum(cand.process_medians_ms) / cand.processes)
+    assert result.reference_runtime.processes == 1
+
+
+def test_a_candidate_with_large_inputs_is_timed_over_several_placements_of_them(relu):
+    # On a GPU each placement moves the inputs to other pages (a memory-bound kernel's time depends on them,
+    # test_gpu.py); on CPU nothing moves, but the calls are grouped and pooled the same way.
+    timed_over_placements(relu, CPU)
+
+
 def test_phases_split_the_devices_hold_and_what_the_start_waited_for_and_report_the_first_call(evaluator, relu):
     # #13: a measurement's hold is what every other evaluation on the GPU waits through, the first call is the
     # longest request a measurement waits for, and `start` is to take 0.1 s at steady state; each part is
