@@ -385,6 +385,7 @@ def _timing_plan(
 ) -> TimingPlan:
     s, cpu = link.settings, link.device == "cpu"
     large = checked.io_bytes[0] >= s.placement_min_input_mb * 2**20
+    kept = stored.store is not None
     sides: dict[str, tuple[str, Any]] = {"reference": ("reference", "eager"), "candidate": ("candidate", "eager")}
     if link.options.compare_compile and not cpu:
         sides["compiled"] = ("reference", "compiled")
@@ -392,9 +393,11 @@ def _timing_plan(
         sides,
         stored=stored.load({k: v for k, (_, v) in sides.items() if k != "candidate"}, link.stop_if_cancelled),
         cap_s=s.cpu_timing_budget_s if cpu else (link.options.timing_budget_s or s.timing_budget_s),
-        # Several processes only pay off where the figure is kept for the next candidates (a timing store).
-        processes=s.cpu_reference_processes if cpu else (s.reference_processes if stored.store is not None else 1),
-        placements=s.timing_placements if large else 1,  # on CPU the calls are grouped, nothing moves
+        # Several processes only pay off where the figure is kept for the next candidates (a timing store); large
+        # inputs are timed over placements in the evaluation's own children instead (on CPU the calls are grouped,
+        # nothing moves).
+        processes=1 if large else (s.cpu_reference_processes if cpu else s.reference_processes if kept else 1),
+        placements=s.timing_placements if large else 1,
         acquire_references=lambda n: acquire_references(link, pool, n),
         start_reference=lambda child: start_reference(link, child, problem),
         reference_output=checked.reference_output,

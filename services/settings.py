@@ -155,17 +155,17 @@ class EvalSettings(BaseSettings):
     timing_placements: int = Field(
         3,
         ge=1,
-        description="Placements of the candidate's inputs in device memory that its timed calls are spread over, "
-        "where its inputs are large (`placement_min_input_mb`); its time is the mean of their medians. A "
-        "memory-bound kernel's time depends on which pages its inputs lie on: an honest KLDivLoss kernel at "
-        "KernelBench's published size took 0.786-0.930 ms over six placements in one process (an H100, "
-        "bench/input_placement.py), so one placement's figure moved its speedup by up to 10% between evaluations.",
+        description="Placements of the inputs in device memory that each side's timed calls are spread over, in the "
+        "evaluation's own children, where the inputs are large (`placement_min_input_mb`); a side's time is the "
+        "mean of their medians. A memory-bound kernel's time depends on which pages its inputs lie on: an honest "
+        "KLDivLoss kernel at KernelBench's published size took 0.786-0.992 ms over 32 placements (an H100, "
+        "bench/input_placement.py), so one placement's figure moved its speedup by up to 24% between evaluations.",
     )
     placement_min_input_mb: int = Field(
         256,
         ge=0,
-        description="Input size (the reference's, in MiB) from which the candidate is timed in `timing_placements` "
-        "placements; smaller inputs are timed in one.",
+        description="Input size (the reference's, in MiB) from which both sides are timed over `timing_placements` "
+        "placements and the reference in no further process (`reference_processes` applies below it).",
     )
     reference_processes: int = Field(
         5,

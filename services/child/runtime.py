@@ -622,6 +622,7 @@ class Runtime:
     def release(self, h: Release) -> None:
         self.kept = None
         self.retained = []
+        self.spacer = None
         if h.trim and self.device == "cuda":
             _empty_cache()
         self.reply(Released())

@@ -10,9 +10,10 @@ and each side reports the width it reached and the target it had. A reference si
 mean of their medians, because one process's median is not the reference's time; a stored reference timing is
 reused unless a few fresh calls put its median outside the range of its per-process medians with 95% confidence,
 and timed again when they do.
-The candidate is timed in its one process; where its inputs are large, its calls are spread over several
-placements of its inputs in device memory (`timing_placements`), and its time is the mean of their medians: a
-memory-bound kernel's time depends on the pages its inputs lie on, as a reference's depends on its process.
+The candidate is timed in its one process. Where the inputs are large, every side's calls are instead spread over
+several placements of its inputs in device memory (`timing_placements`), in the evaluation's own children, and
+its time is the mean of their medians: a memory-bound kernel's time depends on the pages its inputs lie on, and
+at such sizes a reference's time varies no more between processes than between placements in one.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
 the child reports whether forward() returned while the spin still ran, and a call that outlasted it doubles the
@@ -54,7 +55,7 @@ class TimingPlan:
     stored: dict[str, RuntimeStats]
     cap_s: float
     processes: int
-    placements: int  # of the candidate's inputs (TimingPlan.placements > 1 only for large inputs on a GPU)
+    placements: int  # of each side's inputs, in the evaluation's own children
     acquire_references: Callable[[int], list[Child]]
     start_reference: Callable[[Child], Child]
     reference_output: Structure | None
@@ -111,10 +112,10 @@ class _Timer:
         self.overheads: dict[str, list[float]] = {side: [] for side in children}
         self.extras: dict[str, list[float]] = {side: [] for side in children}
         self.uncovered: dict[str, int] = {side: 0 for side in children}  # kept calls with host time in them
-        # The candidate's kept calls per placement of its inputs; the next call moves them when `move` is set.
-        self.placements = placements if "candidate" in children else 1
-        self.per_placement: list[int] = [0]
-        self.move = False
+        # Each side's kept calls per placement of its inputs; a side in `moving` moves them on its next call.
+        self.placements = placements
+        self.per_placement: dict[str, list[int]] = {side: [0] for side in children}
+        self.moving: set[str] = set()
         # One spin for every side, grown whenever a call's launches outlast it: it moves only where the host's
         # time would otherwise leak into the window, never the GPU time it shields.
         self.shield = 0 if link.device == "cpu" else link.settings.launch_shield_cycles
@@ -133,7 +134,7 @@ class _Timer:
         self.count += 1
         seed = s.seed(self.purpose, self.count)
         retain = side == "candidate" and self.chosen is not None
-        moved = side == "candidate" and self.move
+        moved = side in self.moving
         sent = time.perf_counter()
         command = Time(
             seed=seed, variant=variant, shield_cycles=self.shield, retain_previous=retain, new_placement=moved
@@ -143,8 +144,8 @@ class _Timer:
             self.retained.append(replace(self.chosen, retained=len(self.retained)))
             self.chosen = None
         if moved:
-            self.move = False
-            self.per_placement.append(0)
+            self.moving.discard(side)
+            self.per_placement[side].append(0)
         wall_ms = (time.perf_counter() - sent) * 1e3
         if not h.covered and self.shield:
             self.uncovered[side] += keep
@@ -168,7 +169,7 @@ class _Timer:
                 self._choose(self.last_candidate)
         if keep:
             self.samples[side].append(h.ms)
-            self.per_placement[-1] += side == "candidate"
+            self.per_placement[side][-1] += 1
             self.overheads[side].append(wall_ms - h.ms)
             self.extras[side].append(h.sync_extra_ms)
         return wall_ms - h.ms, h.sync_extra_ms
@@ -221,15 +222,15 @@ class _Timer:
         return max(2, min(50, int(25.0 / max(slowest, 1e-3)))), least
 
     def sample(self, sides: list[str], block: int, min_calls: int, cap_s: float) -> None:
-        """Blocks of calls, side after side, until every side's median is precise enough and the candidate's calls
-        have visited every placement of its inputs (each its share of `min_calls`), or at a cap."""
+        """Blocks of calls, side after side, until every side's median is precise enough and its calls have
+        visited every placement of its inputs (each its share of `min_calls`), or at a cap."""
         s = self.link.settings
         share = math.ceil(min_calls / self.placements)
         t = time.monotonic()
         while True:
             for side in sides:
-                if side == "candidate" and self.per_placement[-1] >= share and self._placements_left():
-                    self.move = True
+                if self.per_placement[side][-1] >= share and len(self.per_placement[side]) < self.placements:
+                    self.moving.add(side)
                 for _ in range(block):
                     self(side, keep=True)
             n = min(len(self.samples[side]) for side in sides)
@@ -237,19 +238,17 @@ class _Timer:
                 stats.precise_enough(self.samples[side], s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
                 for side in sides
             )
-            visited = "candidate" not in sides or (not self._placements_left() and self.per_placement[-1] >= share)
+            visited = all(
+                len(self.per_placement[side]) == self.placements and self.per_placement[side][-1] >= share
+                for side in sides
+            )
             if (n >= min_calls and visited and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
                 return
 
-    def _placements_left(self) -> bool:
-        return len(self.per_placement) < self.placements
-
     def groups(self, side: str) -> list[list[float]]:
-        """The side's kept samples, one list per placement of the candidate's inputs (one list for other sides)."""
-        if side != "candidate" or len(self.per_placement) == 1:
-            return [self.samples[side]]
+        """The side's kept samples, one list per placement of its inputs."""
         found, start = [], 0
-        for n in self.per_placement:
+        for n in self.per_placement[side]:
             found.append(self.samples[side][start : start + n])
             start += n
         return [g for g in found if g]

@@ -60,22 +60,23 @@ def test_honest_bundled_kernel_passes(evaluator, problems, problem_id):
 
 
 def timed_over_placements(problem: Problem, options: EvalOptions, **settings: object) -> None:
-    """The bundled ReLU, its inputs counted as large (threshold 0): the candidate's time is the mean of its
-    placements' medians, the reference's its one process's."""
+    """The bundled ReLU, its inputs counted as large (threshold 0), with a timing store: each side's time is the
+    mean of its placements' medians in the evaluation's own children, and no further reference process starts."""
     from services.evaluator import Evaluator
     from services.settings import EvalSettings
+    from services.timing_cache import MemoryTimingStore
 
     chosen = EvalSettings(correctness_trials=1, warm_children=1, placement_min_input_mb=0, **settings)
     with Evaluator(chosen) as ev:
-        result = ev.evaluate(problem, unique(bundled_source("level1/1_ReLU")), options).result
-    cand = result.candidate_runtime
+        result = ev.evaluate(problem, unique(bundled_source("level1/1_ReLU")), options, MemoryTimingStore()).result
     assert result.verdict is Verdict.PASSED, result.feedback
-    assert cand.processes == chosen.timing_placements == len(cand.process_medians_ms), cand
-    assert cand.median_ms == pytest.approx(sum(cand.process_medians_ms) / cand.processes)
-    assert result.reference_runtime.processes == 1
+    for side in (result.candidate_runtime, result.reference_runtime):
+        assert side.processes == chosen.timing_placements == len(side.process_medians_ms), side
+        assert side.median_ms == pytest.approx(sum(side.process_medians_ms) / side.processes)
+    assert "timing_reference_processes" not in result.phases
 
 
-def test_a_candidate_with_large_inputs_is_timed_over_several_placements_of_them(relu):
+def test_large_inputs_are_timed_over_several_placements_of_them_and_no_further_reference_process(relu):
     # On a GPU each placement moves the inputs to other pages (a memory-bound kernel's time depends on them,
     # test_gpu.py); on CPU nothing moves, but the calls are grouped and pooled the same way.
     timed_over_placements(relu, CPU)

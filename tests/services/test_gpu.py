@@ -160,7 +160,7 @@ def test_adaptive_timing_reports_the_precision_it_reached(evaluator, relu):
     assert ref.processes == 1 and cand.processes == 1  # no timing store: nothing to amortise more processes over
 
 
-def test_a_candidate_with_large_inputs_is_timed_over_several_placements_of_them(relu, tmp_path):
+def test_large_inputs_are_timed_over_several_placements_of_them_and_no_further_reference_process(relu, tmp_path):
     # A memory-bound kernel's time depends on the pages its inputs lie on (KLDivLoss at KernelBench's published
     # size: 0.786-0.992 ms over 32 placements, an H100); each placement here moves the inputs.
     timed_over_placements(relu, CUDA, device_lock=str(tmp_path / "gpu.lock"))
