@@ -29,6 +29,7 @@ from copies the child makes before the next call, compared once the slot is rele
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -235,7 +236,7 @@ class _Timer:
                     self(side, keep=True)
             n = min(len(self.samples[side]) for side in sides)
             precise = all(
-                stats.precise_enough(self.samples[side], s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
+                stats.precise_enough(self._within(side), s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
                 for side in sides
             )
             visited = all(
@@ -244,6 +245,16 @@ class _Timer:
             )
             if (n >= min_calls and visited and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
                 return
+
+    def _within(self, side: str) -> list[float]:
+        """The side's samples, each placement's scaled to the mean of the placements' medians: their precision is
+        the calls' own, without the spread between placements, which more calls in one placement cannot narrow."""
+        groups = self.groups(side)
+        medians = [statistics.median(g) for g in groups]
+        center = statistics.fmean(medians)
+        return (
+            [x * center / m for g, m in zip(groups, medians, strict=True) for x in g] if len(groups) > 1 else groups[0]
+        )
 
     def groups(self, side: str) -> list[list[float]]:
         """The side's kept samples, one list per placement of its inputs."""
