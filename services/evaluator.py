@@ -384,7 +384,7 @@ def _timing_plan(
     link: Link, pool: ChildPool, problem: Problem, stored: timing_cache.Lookup, checked: CorrectnessOutcome
 ) -> TimingPlan:
     s, cpu = link.settings, link.device == "cpu"
-    large = checked.io_bytes[0] >= s.placement_min_input_mb * 2**20
+    large = sum(checked.io_bytes) >= s.placement_min_mb * 2**20
     kept = stored.store is not None
     sides: dict[str, tuple[str, Any]] = {"reference": ("reference", "eager"), "candidate": ("candidate", "eager")}
     if link.options.compare_compile and not cpu:

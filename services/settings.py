@@ -156,16 +156,17 @@ class EvalSettings(BaseSettings):
         3,
         ge=1,
         description="Placements of the inputs in device memory that each side's timed calls are spread over, in the "
-        "evaluation's own children, where the inputs are large (`placement_min_input_mb`); a side's time is the "
+        "evaluation's own children, where the tensors are large (`placement_min_mb`); a side's time is the "
         "mean of their medians. A memory-bound kernel's time depends on which pages its inputs lie on: an honest "
         "KLDivLoss kernel at KernelBench's published size took 0.786-0.992 ms over 32 placements (an H100, "
         "bench/input_placement.py), so one placement's figure moved its speedup by up to 24% between evaluations.",
     )
-    placement_min_input_mb: int = Field(
+    placement_min_mb: int = Field(
         256,
         ge=0,
-        description="Input size (the reference's, in MiB) from which both sides are timed over `timing_placements` "
-        "placements and the reference in no further process (`reference_processes` applies below it).",
+        description="Size of the reference's inputs and output together (MiB) from which both sides are timed over "
+        "`timing_placements` placements and the reference in no further process (`reference_processes` applies "
+        "below it); the output's placement moves with the inputs'.",
     )
     reference_processes: int = Field(
         5,

@@ -66,7 +66,7 @@ def timed_over_placements(problem: Problem, options: EvalOptions, **settings: ob
     from services.settings import EvalSettings
     from services.timing_cache import MemoryTimingStore
 
-    chosen = EvalSettings(correctness_trials=1, warm_children=1, placement_min_input_mb=0, **settings)
+    chosen = EvalSettings(correctness_trials=1, warm_children=1, placement_min_mb=0, **settings)
     with Evaluator(chosen) as ev:
         result = ev.evaluate(problem, unique(bundled_source("level1/1_ReLU")), options, MemoryTimingStore()).result
     assert result.verdict is Verdict.PASSED, result.feedback
