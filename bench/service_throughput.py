@@ -294,8 +294,9 @@ def by_verdict(results: list[dict]) -> dict[str, dict]:
 def new_references(labelled: list[tuple[str, dict]]) -> dict:
     """The evaluations (label, result) that timed their reference in full (not from a stored timing): how many per
     problem, the label up to its " [" suffix (one, where candidates of a problem wait for the first's figure), in
-    how many processes, and the device time: the hold while the reference was timed in more processes, and the
-    evaluation's whole hold of the slot (its candidate's interleaved calls included)."""
+    how many processes (placements, where the tensors are large), and the device time: the hold while the
+    reference was timed in more processes, and the evaluation's whole hold of the slot (its candidate's interleaved
+    calls included)."""
     pairs = [
         (label.split(" [", 1)[0], r)
         for label, r in labelled
