@@ -250,11 +250,11 @@ class _Timer:
         """The side's samples, each placement's scaled to the mean of the placements' medians: their precision is
         the calls' own, without the spread between placements, which more calls in one placement cannot narrow."""
         groups = self.groups(side)
+        if len(groups) == 1:
+            return groups[0]
         medians = [statistics.median(g) for g in groups]
         center = statistics.fmean(medians)
-        return (
-            [x * center / m for g, m in zip(groups, medians, strict=True) for x in g] if len(groups) > 1 else groups[0]
-        )
+        return [x * center / m for g, m in zip(groups, medians, strict=True) for x in g]
 
     def groups(self, side: str) -> list[list[float]]:
         """The side's kept samples, one list per placement of its inputs."""
