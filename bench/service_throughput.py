@@ -439,9 +439,15 @@ def run_mode(
         for outcome, n in counts.items():
             verdicts[outcome] = verdicts.get(outcome, 0) + n
     speedups: dict[str, list[float]] = {}
+    timings: dict[str, list[dict]] = {}  # what each speedup came from: the sides' medians per process or placement
     for (label, _), e in zip(jobs, finished, strict=True):
         if e.result and e.result.get("speedup") is not None:
             speedups.setdefault(label, []).append(e.result["speedup"])
+            runtimes = {side: e.result.get(f"{side}_runtime") or {} for side in ("reference", "candidate")}
+            timings.setdefault(label, []).append(
+                {side: r.get("process_medians_ms") for side, r in runtimes.items()}
+                | {"reused": e.result.get("timings_from_cache")}
+            )
     phases = {p: [r["phases"][p] for r in results if p in r["phases"]] for p in PHASES}
     return {
         "mode": name,
@@ -492,6 +498,7 @@ def run_mode(
             }
             for label, v in sorted(speedups.items())
         },
+        "timings": dict(sorted(timings.items())),
         "gpu": next((r["environment"]["gpu_name"] for r in results if r["environment"].get("gpu_name")), None),
     }
 

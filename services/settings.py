@@ -156,8 +156,8 @@ class EvalSettings(BaseSettings):
         3,
         ge=1,
         description="Placements of the inputs in device memory that each side's timed calls are spread over, in the "
-        "evaluation's own children, where the tensors are large (`placement_min_mb`); a side's time is the "
-        "mean of their medians. A memory-bound kernel's time depends on which pages its inputs lie on: an honest "
+        "evaluation's own children, where the tensors are large (`placement_min_mb`); a side's time is its "
+        "fastest placement's median. A memory-bound kernel's time depends on which pages its inputs lie on: an honest "
         "KLDivLoss kernel at KernelBench's published size took 0.786-0.992 ms over 32 placements (an H100, "
         "bench/input_placement.py), so one placement's figure moved its speedup by up to 24% between evaluations.",
     )

@@ -12,8 +12,9 @@ reused unless a few fresh calls put its median outside the range of its per-proc
 and timed again when they do.
 The candidate is timed in its one process. Where the inputs are large, every side's calls are instead spread over
 several placements of its inputs in device memory (`timing_placements`), in the evaluation's own children, and
-its time is the mean of their medians: a memory-bound kernel's time depends on the pages its inputs lie on, and
-at such sizes a reference's time varies no more between processes than between placements in one.
+its time is the fastest placement's median: a memory-bound kernel's time depends on the pages its inputs lie on, a
+placement can only slow it, and at such sizes a reference's time varies no more between processes than between
+placements in one.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
 the child reports whether forward() returned while the spin still ran, and a call that outlasted it doubles the
@@ -365,9 +366,11 @@ def _laps(into: dict[str, float]) -> Callable[[str], None]:
 
 
 def _pooled(side: str, timers: list[_Timer], s: EvalSettings, target: float | None) -> RuntimeStats:
-    """One side's statistics over the timers (processes) that timed it."""
+    """One side's statistics over the timers (processes) that timed it, or over its one timer's placements."""
     timers = [t for t in timers if side in t.samples]
-    runtime = stats.pool([g for t in timers for g in t.groups(side)], s.timer_resolution_ms, target)
+    placed = len(timers) == 1 and timers[0].placements > 1
+    reduce = stats.fastest_placement if placed else stats.pool
+    runtime = reduce([g for t in timers for g in t.groups(side)], s.timer_resolution_ms, target)
     if target is not None:
         target = stats.stop_target(runtime.median_ms, target, s.timer_resolution_ms, s.target_ci_ticks)
     return runtime.model_copy(
