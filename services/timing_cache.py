@@ -80,9 +80,14 @@ class MemoryTimingStore(dict[str, str]):
                 del self._claims[key]
 
 
+# How a stored figure was reduced from its calls; changing the reduction makes earlier entries unreachable.
+REDUCTION = "processes:mean,placements:fastest"
+
+
 def timing_key(reference_source: str, variant: str, env: Environment, settings: EvalSettings) -> str:
     parts = {
         "protocol": PROTOCOL_VERSION,
+        "reduction": REDUCTION,
         "source": hashlib.sha256(reference_source.encode()).hexdigest(),
         "variant": variant,
         "device": env.device,
@@ -93,6 +98,8 @@ def timing_key(reference_source: str, variant: str, env: Environment, settings: 
         "triton": env.triton,
         "l2_flush_factor": settings.l2_flush_factor,
         "launch_shield_cycles": settings.launch_shield_cycles,
+        "timing_placements": settings.timing_placements,
+        "placement_min_mb": settings.placement_min_mb,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

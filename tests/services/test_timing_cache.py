@@ -154,6 +154,8 @@ def test_the_key_changes_with_source_variant_gpu_versions_and_timing_protocol():
         timing_key("src", "eager", env.model_copy(update={"torch": "2.13.0"}), settings),
         timing_key("src", "eager", env.model_copy(update={"triton": "3.7.1"}), settings),
         timing_key("src", "eager", env, EvalSettings(l2_flush_factor=4.0)),
+        timing_key("src", "eager", env, EvalSettings(timing_placements=5)),
+        timing_key("src", "eager", env, EvalSettings(placement_min_mb=0)),
     ]
     assert base not in variants and len(set(variants)) == len(variants)
 
