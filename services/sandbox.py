@@ -166,7 +166,7 @@ class Child:
         self._violation: str | None = None
         self._closed = False
         # The next job's start waits for this child to be gone once closed (`drain`): it may hold device memory
-        # that job needs. Cleared for a child that held only small tensors (services.parent.session).
+        # that job needs. Cleared for a child that held only small tensors (services.parent.link).
         self.awaited = True
         to_child_r, self._to_child = os.pipe()
         self._from_child, from_child_w = os.pipe()

@@ -92,7 +92,7 @@ class CheckName(StrEnum):
     INPUTS_UNCHANGED = "inputs_unchanged"
     DETERMINISTIC = "deterministic"
     HIDDEN_SIZES = "hidden_sizes"
-    # a call with no reply in its time (services.parent.session)
+    # a call with no reply in its time (services.parent.link)
     TIME_LIMIT = "time_limit"
     # what the candidate child's guards report, and what the parent sees of its process
     HARNESS_INTEGRITY = "harness_integrity"

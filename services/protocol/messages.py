@@ -15,7 +15,7 @@ guards snapshot); pydantic validation only in the parent.
 
 One side channel: the candidate child publishes the time it has spent in Triton's compiler (and autotuner) in
 the file `COMPILE_CLOCK` of its private directory, which the parent reads only when a call's deadline passes,
-to extend it by the compilation in progress (within an allowance; see `services.parent.session.CallLimit`).
+to extend it by the compilation in progress (within an allowance; see `services.parent.link.CallLimit`).
 """
 
 from __future__ import annotations

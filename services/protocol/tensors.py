@@ -126,7 +126,7 @@ def check_alloc(specs: list[tuple[torch.dtype, list[int]]], limit_bytes: int) ->
 def share_cuda(t: torch.Tensor, keep: bool) -> dict[str, Any]:
     """An IPC descriptor of a parent-owned, contiguous CUDA buffer, for a child to write into; `keep`: the child
     may keep its segment mapped (`open_cuda`), which the parent allows only for a segment of the child's role
-    (services.parent.session)."""
+    (`services.parent.link.Link._buffers`)."""
     (device, handle, size, offset, rc_handle, rc_offset, ev_handle, ev_sync) = t.untyped_storage()._share_cuda_()
     return {
         "keep": keep,
