@@ -189,14 +189,17 @@ class ProfileSummary(BaseModel):
 
 class RuntimeStats(BaseModel):
     """Statistics of per-call times (ms), reduced in the trusted parent from raw samples. A side timed in several
-    groups of calls (a reference in several child processes; a candidate with large inputs in several placements
-    of them in device memory) reports the mean of the groups' medians as `median_ms`, and its CI is that mean's."""
+    groups of calls reports, for a reference in several child processes, the mean of their medians as `median_ms`
+    with that mean's CI; for large inputs timed in several placements in device memory, the fastest placement's
+    median with its CI, spread and extremes (a placement can slow a kernel, not speed it up)."""
 
-    median_ms: float = Field(description="Median per-call time; over several groups, the mean of their medians.")
+    median_ms: float = Field(
+        description="Median per-call time; over processes, the mean of their medians; over placements, the fastest's."
+    )
     iqr_ms: float
     mean_ms: float
     min_ms: float
-    trials: int
+    trials: int = Field(description="Timed calls, every group's.")
     ci95_low_ms: float
     ci95_high_ms: float
     ci95_rel_halfwidth: float | None = Field(
@@ -209,8 +212,8 @@ class RuntimeStats(BaseModel):
     )
     processes: int = Field(
         default=1,
-        description="Groups whose calls these statistics pool: child processes (a reference), placements of the "
-        "inputs (a candidate).",
+        description="Groups of calls behind these statistics: child processes (a reference with small inputs), "
+        "placements of the inputs (either side, large inputs).",
     )
     process_medians_ms: list[float] = Field(default_factory=list, description="Each group's median.")
     launch_shield_cycles: int = Field(
