@@ -89,6 +89,11 @@ step() {  # step NAME LIMIT_S COMMAND...
     printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" | tee -a "$out/summary.tsv"
 }
 
+failures() {  # failures LOG: a pytest log's failures, on stdout (a device run brings back few files)
+    sed -n '/^=* FAILURES =*$/,/^=* short test summary/p' "$1" | cut -c1-300 | tail -n 80
+    tail -n 3 "$1"
+}
+
 case $part in
 1)
     step throughput 570 "$py" bench/service_throughput.py --serial 12 --pipelined 12 --concurrency default \
@@ -103,6 +108,7 @@ case $part in
     ;;
 4)
     step test_gpu 260 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py
+    failures "$out/test_gpu.log"
     step realworld_check 340 "$py" tests/realworld/check.py --device cuda --json "$out/realworld_check.json"
     ;;
 6)
@@ -170,6 +176,7 @@ case $part in
         export CUDA_VISIBLE_DEVICES=1
         step test_gpu 270 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py \
             tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py
+        failures "$out/test_gpu.log"
         step repeat_small_no_floor 140 env KERNELGYM_TARGET_CI_TICKS=0 "$py" bench/eval_wall.py repeat --device cuda
         step repeat_small_floor 140 env KERNELGYM_TARGET_CI_TICKS=1.6 "$py" bench/eval_wall.py repeat --device cuda
     ) &
@@ -249,7 +256,7 @@ PY
     # Part 17's checks of the evaluator in turn, for a machine of one GPU (5 minutes on an H100 at 031812a).
     step test_gpu 300 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py \
         tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py
-    tail -3 "$out/test_gpu.log"
+    failures "$out/test_gpu.log"
     for shard in 1 2; do
         step "hacks_$shard" 150 "$py" bench/hack_corpus.py --device cuda --shard "$shard/2" --json "$out/hacks_$shard.json"
         tail -5 "$out/hacks_$shard.log"
