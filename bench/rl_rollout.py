@@ -4,7 +4,7 @@
     python bench/rl_rollout.py --device-class cpu --samples 2 --turns 1  # the same path on CPU (interpreter)
 
 Starts Redis, a gateway and one worker (`kernelgym.stack.LocalStack`), then runs `--steps` training steps of
-`rl_client.local.LocalTrainer` (multi-turn rollout, TRLOO, PRS, MRS, one PPO update) with the policy on the
+`rl_client.local.trainer.LocalTrainer` (multi-turn rollout, TRLOO, PRS, MRS, one PPO update) with the policy on the
 same GPU as the worker. The policy is the tests' 2-layer character-level GPT-2, primed to answer the ReLU
 problem with a right or a wrong Triton kernel, so every turn is a real evaluation with a real verdict. A
 real LLM's answers are all different; this one has two, so each answer gets a unique trailing comment and
