@@ -44,7 +44,7 @@ models = {
 }
 flush = torch.empty(torch.cuda.get_device_properties(0).L2_cache_size * 2 // 4, dtype=torch.int32, device="cuda")
 rng = random.Random(seed)
-rows, ballast, inputs = [], None, None
+rows = []
 for placement in range(placements):
     inputs = ballast = None
     torch.cuda.empty_cache()

@@ -443,10 +443,9 @@ def run_mode(
     for (label, _), e in zip(jobs, finished, strict=True):
         if e.result and e.result.get("speedup") is not None:
             speedups.setdefault(label, []).append(e.result["speedup"])
-            runtimes = {side: e.result.get(f"{side}_runtime") or {} for side in ("reference", "candidate")}
             timings.setdefault(label, []).append(
-                {side: r.get("process_medians_ms") for side, r in runtimes.items()}
-                | {"reused": e.result.get("timings_from_cache")}
+                {side: e.result[f"{side}_runtime"]["process_medians_ms"] for side in ("reference", "candidate")}
+                | {"reused": e.result["timings_from_cache"]}
             )
     phases = {p: [r["phases"][p] for r in results if p in r["phases"]] for p in PHASES}
     return {

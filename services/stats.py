@@ -94,7 +94,7 @@ def fastest_placement(
 ) -> RuntimeStats:
     """Samples from several placements of one process's inputs: the fastest placement's median, with its own
     interval and spread. A placement can slow a kernel but not make it faster than its work allows: on a host of
-    four busy H100s, one placement in three took 2 to 10 times the others' median for either side (fresh
+    four busy H100s, one placement in three took 1.2 to 10 times the others' median for either side (fresh
     allocations of gigabytes beside other processes' churn), and a mean over placements moved speedups by up to a
     factor of four. `trials` counts every placement's calls; `process_medians_ms` lists every placement's median."""
     if not per_placement or not all(per_placement):
