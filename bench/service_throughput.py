@@ -439,13 +439,13 @@ def run_mode(
         for outcome, n in counts.items():
             verdicts[outcome] = verdicts.get(outcome, 0) + n
     speedups: dict[str, list[float]] = {}
-    timings: dict[str, list[dict]] = {}  # what each speedup came from: the sides' medians per process or placement
+    timings: dict[str, list[dict]] = {}  # each speedup's sides: medians per process or placement, and the GPU
     for (label, _), e in zip(jobs, finished, strict=True):
         if e.result and e.result.get("speedup") is not None:
             speedups.setdefault(label, []).append(e.result["speedup"])
             timings.setdefault(label, []).append(
                 {side: e.result[f"{side}_runtime"]["process_medians_ms"] for side in ("reference", "candidate")}
-                | {"reused": e.result["timings_from_cache"]}
+                | {"reused": e.result["timings_from_cache"], "gpu_uuid": e.result["environment"]["gpu_uuid"]}
             )
     phases = {p: [r["phases"][p] for r in results if p in r["phases"]] for p in PHASES}
     return {

@@ -447,9 +447,10 @@ def _result(
 
 
 def environment(device: str, network: str, containment: str = "unknown") -> Environment:
-    gpu = driver = None
+    gpu = uuid = driver = None
     if device == "cuda":
         gpu = torch.cuda.get_device_name(0)
+        uuid = str(torch.cuda.get_device_properties(0).uuid)
         try:
             with open("/proc/driver/nvidia/version") as f:
                 driver = f.readline().split("Kernel Module")[-1].split()[0]
@@ -458,6 +459,7 @@ def environment(device: str, network: str, containment: str = "unknown") -> Envi
     return Environment(
         device=device,
         gpu_name=gpu,
+        gpu_uuid=uuid,
         driver=driver,
         cuda=torch.version.cuda,
         torch=torch.__version__,

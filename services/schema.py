@@ -239,6 +239,11 @@ class CorrectnessSummary(BaseModel):
 class Environment(BaseModel):
     device: DeviceName
     gpu_name: str | None = None
+    gpu_uuid: str | None = Field(
+        default=None,
+        description="Which of a host's GPUs ran the evaluation: its UUID, the same under any CUDA_VISIBLE_DEVICES. "
+        "GPUs of one model differ: timings compare best on the same one.",
+    )
     driver: str | None = None
     cuda: str | None = None
     torch: str

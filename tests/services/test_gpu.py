@@ -47,7 +47,7 @@ def test_honest_kernel_passes_with_timing(evaluator, problems, problem_id):
     assert result.verdict is Verdict.PASSED, [c for c in result.checks if not c.passed]
     assert result.timing_meaningful and result.speedup is not None and result.speedup > 0
     assert result.candidate_runtime.trials >= 20 and result.reference_runtime.trials >= 20
-    assert result.environment.gpu_name
+    assert result.environment.gpu_name and result.environment.gpu_uuid
     assert all(c.passed for c in result.checks), result.checks
 
 
