@@ -65,6 +65,9 @@
 #                                      # other GPU or on RL_WORKER_GPUS, e.g. 0,1), its budget RL_BUDGET_S (default
 #                                      # 300: a step and the evaluations after it run past the budget); its
 #                                      # progress lines (timestamped) are printed
+#   bench/gpu_acceptance.sh 24 "$OUT"  # (KB required) WALL_PROBLEMS (default level1/94_MSELoss, 96_HuberLoss) on
+#                                      # each GPU of GPUS (default "0 1") in turn, WALL_TIMES evaluations each
+#                                      # (default 4), the reference timed afresh every time
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -76,7 +79,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-23}
+part=${1:?part 1-24}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -88,6 +91,25 @@ step() {  # step NAME LIMIT_S COMMAND...
     timeout --signal=INT --kill-after=15 "$limit" "$@" >"$out/$name.log" 2>&1
     local rc=$?
     printf '%s\t%s\t%s\n' "$name" "$rc" "$((SECONDS - t0))" | tee -a "$out/summary.tsv"
+}
+
+repeat_summary() {  # repeat_summary LOG: a line per problem of bench/eval_wall.py repeat's REPEAT rows
+    "$py" - "$1" <<'PY'
+import json
+import sys
+
+for line in open(sys.argv[1]):
+    if line.startswith("REPEAT "):
+        _, problem, row = line.split(" ", 2)
+        d = json.loads(row)
+        ph = d["phases_median_s"]
+        print(
+            f"{problem[:40]:40} {d['n']} {d['verdicts']} speedup {d['speedup_median']:.4f} "
+            f"({d['speedup_min']:.4f}-{d['speedup_max']:.4f}) candidate {d['cand_median_ms']:.4f} ms "
+            f"reference {min(d['ref_distinct_ms']):.4f}-{max(d['ref_distinct_ms']):.4f} ms "
+            f"wall {d['wall_s_median']:.2f} correctness {ph['correctness']:.2f} timing {ph['timing']:.2f}"
+        )
+PY
 }
 
 failures() {  # failures LOG: a pytest log's failures, on stdout (a device run brings back few files)
@@ -225,20 +247,7 @@ case $part in
     done
     for turn in A1 B1 A2 B2; do
         echo "== $turn"
-        "$py" - "$out/wall_$turn.log" <<'PY'
-import json
-import sys
-
-for line in open(sys.argv[1]):
-    if line.startswith("REPEAT "):
-        _, problem, row = line.split(" ", 2)
-        d = json.loads(row)
-        ph = d["phases_median_s"]
-        print(
-            f"{problem[:40]:40} {d['n']} {d['verdicts']} speedup {d['speedup_median']:.4f} "
-            f"wall {d['wall_s_median']:.2f} correctness {ph['correctness']:.2f} timing {ph['timing']:.2f}"
-        )
-PY
+        repeat_summary "$out/wall_$turn.log"
     done
     ;;
 21)
@@ -275,8 +284,20 @@ PY
         --out "$out/rl_smollm2.json" --plot "$out/rl_smollm2.png"
     grep -v 'Warning\|Converting\|Loading weights\|clean_up' "$out/rl_smollm2.log" | tail -40
     ;;
+24)
+    # One problem's sides on each GPU of the host in turn, the reference timed afresh every evaluation: whether
+    # a speedup that moves between GPU counts moves with the GPU.
+    for gpu in ${GPUS:-0 1}; do
+        chosen=()
+        for p in ${WALL_PROBLEMS:-level1/94_MSELoss level1/96_HuberLoss}; do chosen+=(--problem "$p"); done
+        CUDA_VISIBLE_DEVICES=$gpu step "per_gpu_$gpu" 200 "$py" bench/eval_wall.py repeat --device cuda --no-store \
+            --problems "${KB:?KB=<dir holding level1/>}" "${chosen[@]}" --times "${WALL_TIMES:-4}"
+        echo "== GPU $gpu"
+        repeat_summary "$out/per_gpu_$gpu.log"
+    done
+    ;;
 *)
-    echo "part must be 1 to 23" >&2
+    echo "part must be 1 to 24" >&2
     exit 2
     ;;
 esac
