@@ -480,10 +480,12 @@ class Runtime:
             tensors.describe(self.kept["output"], found)
             self.retained.append([t.clone() for t in found])
         self.kept = None
+        t0 = _perf()
         if h.new_placement and self.device == "cuda":
             self.spacer = None
             _empty_cache()
             self.spacer = torch.empty((h.seed % SPACER_STEPS + 1) * SPACER_STEP_BYTES, dtype=torch.uint8, device="cuda")
+        t1 = _perf()
         inputs = self._inputs(h.seed)
         model = self._model(h.variant)
         extra_ms = 0.0
@@ -491,6 +493,7 @@ class Runtime:
         covered = True
         if self.device == "cuda":
             _sync()
+            t2 = _perf()
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             stream = _current_stream()
             self.flush_buf.zero_()
@@ -507,19 +510,21 @@ class Runtime:
             # multi-gigabyte output it takes milliseconds, and timing it as side-stream work rejected honest
             # KernelBench kernels at published sizes (an H200).
             stream.synchronize()
-            t1 = _perf()
+            synced = _perf()
             _sync()
-            extra_ms = (_perf() - t1) * 1e3
+            extra_ms = (_perf() - synced) * 1e3
             ms = start.elapsed_time(end)
         else:
-            t0 = _perf()
+            t2 = _perf()
             out = self._run_user("forward()", model, *inputs)
-            ms = (_perf() - t0) * 1e3
+            ms = (_perf() - t2) * 1e3
             if self.bookkeeping:
                 early = fingerprint(out)
+        t3 = _perf()
         late = fingerprint(out) if self.bookkeeping else None
         unstable = early is not None and not torch.equal(early, late)
         self.kept = {"output": out, "inputs": inputs}
+        digest = late.tolist() if late is not None else None
         self.reply(
             Timed(
                 ms=ms,
@@ -528,7 +533,8 @@ class Runtime:
                 structure=tensors.describe(out, []),
                 launches=[self.recorder.take()],
                 unstable=unstable,
-                digest=late.tolist() if late is not None else None,
+                digest=digest,
+                split_s=(t1 - t0, t2 - t1, t3 - t2, _perf() - t3),
             )
         )
 

@@ -142,6 +142,11 @@ class _Timer:
             seed=seed, variant=variant, shield_cycles=self.shield, retain_previous=retain, new_placement=moved
         )
         h, _ = s.ask(child, command, Timed, self.deadline, f"timing ({side})")
+        role = "candidate" if child is s.cand else "reference"
+        for part, seconds in zip(("placement", "inputs", "call", "digest"), h.split_s, strict=True):
+            tally = s.requests.setdefault(f"{role}.time_{part}", {"n": 0, "s": 0.0})
+            tally["n"] += 1
+            tally["s"] += seconds
         if retain:
             self.retained.append(replace(self.chosen, retained=len(self.retained)))
             self.chosen = None

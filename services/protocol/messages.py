@@ -258,6 +258,10 @@ class Timed(Reply):
     launches: list[Launches] = field(default_factory=list)
     unstable: bool = False
     digest: list[int] | None = None
+    # Seconds of the call in the child: a new placement (the cache freed, the spacer), the fresh inputs (to the
+    # device's sync), the call (the L2 flush, the shield, forward(), the early digest, the syncs), the late digest.
+    # For the worker's log (where a timed request's time goes); the child says it, so it decides nothing.
+    split_s: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,16 @@ def test_a_timed_evaluation_releases_once_per_stage_and_re_checks_in_three_reque
     assert sent["reference.deliver"] <= 2 and sent["candidate.deliver"] <= 3 + 3, sent
 
 
+def test_a_timed_calls_time_in_its_child_is_split_by_part_for_the_workers_log(evaluator, relu):
+    # At published sizes a timed request costs far more than its kernel: the child says how much went to a new
+    # placement, the fresh inputs, the call and the late digest, summed per side beside the request's own time.
+    requests = evaluator.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU).diagnostics.requests
+    for role in ("reference", "candidate"):
+        parts = [requests[f"{role}.time_{part}"] for part in ("placement", "inputs", "call", "digest")]
+        assert all(p["n"] == requests[f"{role}.time"]["n"] > 0 and p["s"] >= 0 for p in parts), requests
+        assert parts[2]["s"] > 0 and sum(p["s"] for p in parts) <= requests[f"{role}.time"]["s"], requests
+
+
 def test_correctness_trials_take_each_childs_tensors_in_one_request_and_the_references_with_its_call(evaluator, relu):
     # Three trials of small tensors: each child's inputs and output (and the candidate's repeat) in one delivery,
     # after the first trial the reference's with its call's reply; the output-dependence check's output besides.
