@@ -193,7 +193,7 @@ class EvalSettings(BaseSettings):
         5,
         ge=3,
         description="Fewest of those calls: they stop once the 95% CI of their median lies inside the stored range, "
-        "which up to 10 calls means every call does.",
+        "which up to 8 calls means every call does.",
     )
     reference_cache_tolerance: float = Field(
         0.03,

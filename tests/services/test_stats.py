@@ -12,6 +12,7 @@ from services.stats import (
     ci_rel_halfwidth,
     low_quantile,
     median_ci,
+    median_ranks,
     min_calls,
     pool,
     pool_precise,
@@ -21,15 +22,25 @@ from services.stats import (
 
 
 def test_median_ci_ranks_for_n_20():
-    # half = 1.959964 * sqrt(20) / 2 = 4.3826; lo = floor(10 - 4.3826) = 5; hi = ceil(11 + 4.3826) = 16.
+    # Binomial(20, 1/2): P(X <= 5) = 21700 / 2**20 = 2.07% <= 2.5% < P(X <= 6) = 5.77%, so ranks 6 and 15
+    # (coverage 1 - 2 * 2.07% = 95.9%).
     xs = [float(i) for i in range(1, 21)]
-    assert median_ci(xs) == (5.0, 16.0)
+    assert median_ci(xs) == (6.0, 15.0)
 
 
 def test_median_ci_ranks_for_n_100():
-    # half = 1.959964 * 10 / 2 = 9.79982; lo = floor(50 - 9.79982) = 40; hi = ceil(51 + 9.79982) = 61.
+    # P(X <= 39) = 1.76% <= 2.5% < P(X <= 40) = 2.84%: ranks 40 and 61.
     xs = [float(i) for i in range(1, 101)]
     assert median_ci(xs) == (40.0, 61.0)
+
+
+def test_one_slow_call_among_nine_is_outside_the_medians_interval():
+    # n = 9: P(X <= 1) = 10 / 512 = 1.95% <= 2.5% < P(X <= 2) = 46 / 512 = 8.98%: ranks 2 and 8, so a placement's
+    # nine calls with one slow outlier (a call 16 times the others) report an interval of their own spread.
+    assert median_ranks(9) == (2, 8)
+    calls = [1.45, 1.451, 1.452, 1.449, 1.453, 1.448, 1.452, 1.451, 23.0]
+    assert median_ci(calls) == (1.449, 1.453)
+    assert ci_rel_halfwidth(calls) < 0.002
 
 
 def test_median_ci_sorts_its_input():
@@ -41,7 +52,7 @@ def test_median_ci_sorts_its_input():
 
 
 def test_median_ci_of_small_samples_clamps_to_the_extremes():
-    # n = 5: half = 2.1913; lo = max(floor(0.31), 1) = 1; hi = min(ceil(5.69), 5) = 5.
+    # n = 5: even the range covers the median only with 1 - 2 / 32 = 93.75%: the range.
     assert median_ci([3.0, 1.0, 5.0, 2.0, 4.0]) == (1.0, 5.0)
     # n < 3: min and max.
     assert median_ci([2.0, 1.0]) == (1.0, 2.0)
@@ -50,8 +61,8 @@ def test_median_ci_of_small_samples_clamps_to_the_extremes():
 
 def test_ci_rel_halfwidth_for_n_20():
     xs = [float(i) for i in range(1, 21)]
-    # CI (5, 16), median 10.5.
-    assert ci_rel_halfwidth(xs) == pytest.approx((16 - 5) / 2 / 10.5)
+    # CI (6, 15), median 10.5.
+    assert ci_rel_halfwidth(xs) == pytest.approx((15 - 6) / 2 / 10.5)
 
 
 def test_ci_rel_halfwidth_of_constant_samples_is_zero():
@@ -114,11 +125,11 @@ def test_summarize_interpolates_inclusive_quartiles():
 def test_summarize_of_twenty_samples_carries_the_ci():
     xs = [float(i) for i in range(20, 0, -1)]
     s = summarize(xs)
-    assert (s.ci95_low_ms, s.ci95_high_ms) == (5.0, 16.0)
+    assert (s.ci95_low_ms, s.ci95_high_ms) == (6.0, 15.0)
     assert s.median_ms == 10.5
     # Quartile positions 19/4 = 4.75 and 14.25 over 1..20: 5.75 and 15.25.
     assert s.iqr_ms == pytest.approx(9.5)
-    assert s.ci95_rel_halfwidth == pytest.approx(5.5 / 10.5)
+    assert s.ci95_rel_halfwidth == pytest.approx(4.5 / 10.5)
 
 
 def test_summarize_single_sample():

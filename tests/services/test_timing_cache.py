@@ -260,7 +260,7 @@ class _Calls:
     "fresh_ms, calls, reused",
     [
         ([6.0] * 20, 5, True),  # five calls inside the range: the interval (their whole range) is inside it
-        ([9.0] + [6.0] * 19, 11, True),  # an outlier keeps the interval wide until the 11th call drops it
+        ([9.0] + [6.0] * 19, 9, True),  # an outlier keeps the interval wide until the 9th call drops it
         ([6.0, 6.3] * 10, 20, True),  # calls beyond the range, a median inside it: every call is made
         ([6.6] * 20, 20, False),  # a drift of 10%: timed again
     ],
