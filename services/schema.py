@@ -241,8 +241,8 @@ class Environment(BaseModel):
     gpu_name: str | None = None
     gpu_uuid: str | None = Field(
         default=None,
-        description="Which of a host's GPUs ran the evaluation: its UUID, the same under any CUDA_VISIBLE_DEVICES. "
-        "GPUs of one model differ: timings compare best on the same one.",
+        description="Which of a host's GPUs ran the evaluation: its UUID, the same under any CUDA_VISIBLE_DEVICES, "
+        "so that timings can be compared GPU by GPU.",
     )
     driver: str | None = None
     cuda: str | None = None
