@@ -30,9 +30,9 @@ def median_ci(samples: list[float]) -> tuple[float, float]:
 def median_ranks(n: int) -> tuple[int, int]:
     """The 1-based ranks (lo, n + 1 - lo) of the order statistics that bound the median of n samples: the largest
     lo with P(Binomial(n, 1/2) < lo) <= 2.5%, so at least 95% coverage (the range under six samples, where it covers
-    less). Exact ranks, not the normal approximation, which takes a rank more on each side at small n: a placement of
-    large inputs has about nine calls a side, whose whole range that gave, so one slow call among them set the
-    reported interval (half-widths of up to 11 times the median on an H200)."""
+    less). Exact ranks: the normal approximation with its continuity step takes a rank more on each side at most
+    sizes under forty (5 and 16 of 20 samples, coverage 98.8%, where 6 and 15 cover 95.9%), so sampling went on
+    longer than its target asked."""
     lo, tail = 1, 0.0
     log_all = n * math.log(2.0)
     for k in range(n):
@@ -105,22 +105,41 @@ def summarize(samples: list[float], resolution_ms: float = 0.0, target: float | 
 def fastest_placement(
     per_placement: list[list[float]], resolution_ms: float = 0.0, target: float | None = None
 ) -> RuntimeStats:
-    """Samples from several placements of one process's inputs: the fastest placement's median, with its own
-    interval and spread. A placement can slow a kernel but not make it faster than its work allows: on a host of
-    four busy H100s, one placement in three took 1.2 to 10 times the others' median for either side (fresh
-    allocations of gigabytes beside other processes' churn), and a mean over placements moved speedups by up to a
-    factor of four. `trials` counts every placement's calls; `process_medians_ms` lists every placement's median."""
+    """Samples from several placements of one process's inputs: the fastest placement's median. A placement can
+    slow a kernel but not make it faster than its work allows: on a host of four busy H100s, one placement in three
+    took 1.2 to 10 times the others' median for either side (fresh allocations of gigabytes beside other processes'
+    churn), and a mean over placements moved speedups by up to a factor of four. Its interval is the calls' own
+    precision over every placement (`scaled_placements`, around the fastest median), the one sampling stopped on:
+    calls move on from a placement after their share, so the fastest may hold four calls, whose range alone
+    reported half-widths of up to 11 times the median on an H200 with one slow call among them. The spread and
+    mean are the fastest placement's; `trials` counts every placement's calls; `process_medians_ms` lists every
+    placement's median."""
     if not per_placement or not all(per_placement):
         raise ValueError("no timing samples")
     medians = [statistics.median(xs) for xs in per_placement]
-    fastest = per_placement[medians.index(min(medians))]
-    return summarize(fastest, resolution_ms, target).model_copy(
+    fastest = min(medians)
+    pooled = scaled_placements(per_placement, fastest)
+    lo, hi = median_ci(pooled)
+    return summarize(per_placement[medians.index(fastest)], resolution_ms, target).model_copy(
         update={
-            "trials": sum(len(xs) for xs in per_placement),
+            "ci95_low_ms": lo - resolution_ms / 2,
+            "ci95_high_ms": hi + resolution_ms / 2,
+            "ci95_rel_halfwidth": ci_rel_halfwidth(pooled, resolution_ms) if len(pooled) >= 3 else None,
+            "trials": len(pooled),
             "processes": len(per_placement),
             "process_medians_ms": medians,
         }
     )
+
+
+def scaled_placements(per_placement: list[list[float]], center: float) -> list[float]:
+    """Every placement's samples scaled so that its median is `center`: the calls' own spread, without the spread
+    between placements, which more calls in one placement cannot narrow."""
+    found = []
+    for xs in per_placement:
+        median = statistics.median(xs)
+        found += [x * center / median for x in xs] if median > 0 else xs
+    return found
 
 
 def pool(per_process: list[list[float]], resolution_ms: float = 0.0, target: float | None = None) -> RuntimeStats:

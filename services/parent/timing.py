@@ -258,9 +258,7 @@ class _Timer:
         groups = self.groups(side)
         if len(groups) == 1:
             return groups[0]
-        medians = [statistics.median(g) for g in groups]
-        center = statistics.fmean(medians)
-        return [x * center / m for g, m in zip(groups, medians, strict=True) for x in g]
+        return stats.scaled_placements(groups, statistics.fmean(statistics.median(g) for g in groups))
 
     def groups(self, side: str) -> list[list[float]]:
         """The side's kept samples, one list per placement of its inputs."""
