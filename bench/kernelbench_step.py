@@ -35,7 +35,7 @@ per-problem check: its correct samples passed and no other did, with the samples
 expected one) and a summary line (each mode against one GPU, each GPU count's and settings' mean rate, and how far
 each problem's median speedup moved from the first mode's). `--json OUT` writes the modes' whole rows
 (service_throughput's, whose `timings` give each speedup's sides as measured: their medians per placement of the
-inputs, or per process) after each mode, and the summary at the end.
+inputs, or per process, and the GPU that timed them) after each mode, and the summary at the end.
 """
 
 from __future__ import annotations
