@@ -498,7 +498,24 @@ def run_mode(
             for label, v in sorted(speedups.items())
         },
         "timings": dict(sorted(timings.items())),
+        "placements": slow_placements(timings),
         "gpu": next((r["environment"]["gpu_name"] for r in results if r["environment"].get("gpu_name")), None),
+    }
+
+
+def slow_placements(timings: dict[str, list[dict]], beyond: float = 0.05) -> dict:
+    """Over the sides timed over several placements of their inputs: how often each placement (by its order) was
+    the fastest, and how often it was more than `beyond` slower than the fastest. Whether slow placements come from
+    the placement or from when it ran shows in which of them are slow."""
+    sides = [medians for rows in timings.values() for row in rows for medians in (row["reference"], row["candidate"])]
+    sides = [m for m in sides if len(m) > 1]
+    most = max((len(m) for m in sides), default=0)
+    return {
+        "sides": len(sides),
+        "fastest": [sum(len(m) > i and m[i] == min(m) for m in sides) for i in range(most)],
+        f"slower_by_{round(beyond * 100)}pct": [
+            sum(len(m) > i and m[i] > min(m) * (1 + beyond) for m in sides) for i in range(most)
+        ],
     }
 
 

@@ -64,3 +64,17 @@ def test_by_verdict_gives_each_verdicts_count_median_total_and_own_stage_shares(
         },
         "passed": {"n": 3, "total_median_s": 6.0, "stage_share": {"timing": 0.5, "other": 0.5, "evaluations_s": 18.0}},
     }
+
+
+def test_slow_placements_count_by_order_which_placement_was_fastest_and_which_over_5pct_slower(monkeypatch):
+    # On 2 x H200 the second placement was the slow one in 71 of 179 sides: counted by order, that shows at a glance.
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import slow_placements
+
+    timings = {
+        "p [honest]": [{"reference": [3.04, 9.41, 3.05], "candidate": [1.0, 1.02, 0.99], "reused": []}],
+        "q [copy]": [{"reference": [2.0], "candidate": [7.2, 7.6, 6.1], "reused": ["reference"]}],
+    }
+    # Sides over placements: 3.04/9.41/3.05 (fastest 1st, 2nd slow), 1.0/1.02/0.99 (fastest 3rd, none 5% slower),
+    # 7.2/7.6/6.1 (fastest 3rd, 1st and 2nd slow); the one-placement reference is left out.
+    assert slow_placements(timings) == {"sides": 3, "fastest": [1, 0, 2], "slower_by_5pct": [1, 2, 0]}
