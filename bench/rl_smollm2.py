@@ -212,7 +212,8 @@ def train_seed(
     args: argparse.Namespace, cold: dict, tokenizer: Any, scorer: ServiceScorer, sets: dict, budget_s: float
 ) -> dict[str, Any]:
     """One seed from the cold-started weights (with `cold["estimator"]`, default TRLOO): evaluations before and
-    after, the training curve between."""
+    after, the training curve between. Within `budget_s` the evaluations after training included: after the first
+    step, a step starts only if one as long as the last and evaluations as long as those before still fit."""
     torch.manual_seed(args.seed0 + cold["seed"])
     model = copy.deepcopy(cold["model"])
     estimator = cold.get("estimator", "trloo")
@@ -233,15 +234,18 @@ def train_seed(
             for k, p in sets.items()
         },
     }
+    evaluations_s = time.monotonic() - started
     curve = []
     for step in range(1, args.steps + 1):
+        began = time.monotonic()
         m = trainer.step(sets["train"])
+        step_s = time.monotonic() - began
         curve.append({"step": step, **{k: v for k, v in m.items() if not isinstance(v, float) or math.isfinite(v)}})
         elapsed = time.monotonic() - started
         log(f"seed {cold['seed']} {estimator} step {step}: correct {m['correct/turn1']:.2f}, "
             f"fast@1.2 {m['fast_1.2']:.2f}, MRS kept {m['mrs/kept']:.2f}, generating {m['time/generate_s']:.0f} s, "
             f"scoring {m['time/score_s']:.0f} s, update {m['time/update_s']:.0f} s, {elapsed:.0f} s")  # fmt: skip
-        if elapsed > budget_s:
+        if elapsed + step_s + evaluations_s > budget_s:
             break
     record["after"] = {
         k: evaluate(policy, p, scorer, args.eval_samples, f"seed {cold['seed']} {k} after") for k, p in sets.items()
@@ -433,7 +437,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed0", type=int, default=0, help="added to every seed (a fresh set of seeds)")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--budget-s", type=float, default=480.0, help="wall-clock budget of the whole run")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=480.0,
+        help="wall-clock budget of the whole run, the evaluations after training included (predicted from those "
+        "before)",
+    )
     parser.add_argument("--samples", type=int, default=4, help="episodes per problem and step")
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=640)
