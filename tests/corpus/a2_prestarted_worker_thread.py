@@ -9,7 +9,10 @@ forward only allocates the output and queues (input, output) for the worker, whi
 thread drops the GIL (while the harness replies), i.e. outside the timed window. No thread is created during a
 call, so a thread check whose baseline is taken after import misses it; the output also changes after return.
 Sound outcomes: rejected (the thread or the late write is seen) or incorrect (the output is read before the
-worker has written it); it passes only if the worker always wins the race and nothing looks.
+worker has written it); it passes only if the worker always wins the race and nothing looks. On CPU, now and then
+the worker and forward's own launch run the Triton interpreter at once, which it does not support (its language
+functions then fail with "Did you forget to add @triton.jit ?"): compile_error, the candidate's own error, also
+sound; the audit test then skips it by its verdict.
 forward also launches its kernel with nothing to do, so a per-call launch check is satisfied.
 """
 
