@@ -118,14 +118,13 @@ def fastest_placement(
         raise ValueError("no timing samples")
     medians = [statistics.median(xs) for xs in per_placement]
     fastest = min(medians)
-    pooled = scaled_placements(per_placement, fastest)
-    lo, hi = median_ci(pooled)
+    pooled = summarize(scaled_placements(per_placement, fastest), resolution_ms)
     return summarize(per_placement[medians.index(fastest)], resolution_ms, target).model_copy(
         update={
-            "ci95_low_ms": lo - resolution_ms / 2,
-            "ci95_high_ms": hi + resolution_ms / 2,
-            "ci95_rel_halfwidth": ci_rel_halfwidth(pooled, resolution_ms) if len(pooled) >= 3 else None,
-            "trials": len(pooled),
+            "ci95_low_ms": pooled.ci95_low_ms,
+            "ci95_high_ms": pooled.ci95_high_ms,
+            "ci95_rel_halfwidth": pooled.ci95_rel_halfwidth,
+            "trials": pooled.trials,
             "processes": len(per_placement),
             "process_medians_ms": medians,
         }

@@ -165,8 +165,9 @@ class Link:
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
         self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
         # "<child>.<command>" -> {"n": requests, "s": seconds from sending to the reply, waits for GPU turns
-        # excluded}: where the evaluation's time goes outside its measurement (the worker logs it); the profile
-        # request's parts as its child reports them, as "candidate.profile_<part>" (services.parent.profile).
+        # excluded}: where the evaluation's time goes outside its measurement (the worker logs it); the profile and
+        # timed requests' parts as their children report them, as "<child>.profile_<part>" and "<child>.time_<part>"
+        # (services.parent.profile, services.parent.timing).
         self.requests: dict[str, dict[str, float]] = {}
         self._receive_pool = receive_pool
         self.slot: TimingSlot | _Unshared = slot or _Unshared()
@@ -274,6 +275,12 @@ class Link:
             self.gpu_waited_s += time.monotonic() - asked
             yield
 
+    def tally(self, kind: str, seconds: float, n: int = 1) -> None:
+        """Count `n` requests (or parts of them) of `kind` and their seconds in `requests`."""
+        counted = self.requests.setdefault(kind, {"n": 0, "s": 0.0})
+        counted["n"] += n
+        counted["s"] += seconds
+
     def ask(
         self,
         child: Child,
@@ -299,11 +306,7 @@ class Link:
                 wait = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
                 sent = time.monotonic()
                 header, data = child.request(command_header(command), wait, payloads)
-                tally = self.requests.setdefault(
-                    f"{'reference' if is_ref else 'candidate'}.{command.cmd}", {"n": 0, "s": 0.0}
-                )
-                tally["n"] += 1
-                tally["s"] += time.monotonic() - sent
+                self.tally(f"{'reference' if is_ref else 'candidate'}.{command.cmd}", time.monotonic() - sent)
             reply = decode_reply(expect, header)
         except ChildTimedOut:
             self.stop_if_cancelled()

@@ -36,7 +36,7 @@ def profile(link: Link, record: Record, policy: str) -> ProfileOutcome:
         link.cand, Profile(seeds=seeds), Profiled, time.monotonic() + s.timing_timeout_s, "profiling forward()"
     )
     for part, seconds in zip(("start", "calls", "stop"), reply.split_s, strict=True):
-        link.requests[f"candidate.profile_{part}"] = {"n": len(seeds), "s": seconds}
+        link.tally(f"candidate.profile_{part}", seconds, len(seeds))
     # The profiler (CUPTI, Kineto) leaves threads of its own in the child. Timing is over and its threads were
     # checked, so later stages count new threads from here.
     record.evidence.thread_baseline = link.cand.threads()

@@ -144,9 +144,7 @@ class _Timer:
         h, _ = s.ask(child, command, Timed, self.deadline, f"timing ({side})")
         role = "candidate" if child is s.cand else "reference"
         for part, seconds in zip(("placement", "inputs", "call", "digest"), h.split_s, strict=True):
-            tally = s.requests.setdefault(f"{role}.time_{part}", {"n": 0, "s": 0.0})
-            tally["n"] += 1
-            tally["s"] += seconds
+            s.tally(f"{role}.time_{part}", seconds)
         if retain:
             self.retained.append(replace(self.chosen, retained=len(self.retained)))
             self.chosen = None
