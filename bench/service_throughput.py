@@ -90,7 +90,7 @@ PHASES = (
     *("start", "load", "precompile", "compile", "first_call", "correctness", "timing", "profile", "total"),
     *("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"),  # the hold, by part
     "timing_reference_processes",  # the hold while a new reference is timed in more processes
-    *("timing_rechecks", "timing_reference_starts"),  # within `timing`, outside the hold
+    *("timing_rechecks", "timing_reference_release", "timing_reference_starts"),  # in `timing`, not held
     *("start_ready_wait", "start_drain"),  # what `start` waited for
     *("memory_wait", "earlier_attempts"),  # outside `total`, on a shared GPU
     "reference_wait",  # for another evaluation's timing of the same new reference

@@ -289,14 +289,25 @@ class Evaluator:
         longer needs: the candidate child, done with, closes; the reference child releases its tensors and its
         cache (it may still be kept for the problem's next candidate); this process frees the buffers it received
         their outputs in. On a shared device it then keeps only the units those processes need (`sizes`: the
-        reference's inputs, output and loaded model, in bytes), one at a time, so another evaluation can start."""
+        reference's inputs, output and loaded model, in bytes), one at a time, so another evaluation can start.
+        Where fewer units than it holds cover its peak and those processes together, it keeps those and frees
+        nothing first: freeing, and the wait for the candidate child's exit, go through the host's driver in turn
+        with every GPU's processes, and took seconds on a host of four busy GPUs (docs/benchmarks.md)."""
         link.close_candidate()
+        # With the device to itself (every unit held, or no units at all), nothing waits beside it.
+        shared = held if held is not None and len(held) < MEMORY_UNITS else None
+        if shared is not None:
+            whole = footprint_bytes(*sizes[:2]) + further_processes_bytes(*sizes)
+            if (units := device_memory.units(whole, self._device_bytes())) <= len(shared):
+                shared.keep(units)
+                diagnostics.memory_units_kept = len(shared)
+                return
         link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
         self._free_receive_buffers(link.device)
-        if held is not None and len(held) < MEMORY_UNITS:  # with the device to itself, nothing waits beside
+        if shared is not None:
             drain_closed_children(every=False)  # the candidate's memory is free before its units are
-            held.keep(device_memory.units(further_processes_bytes(*sizes), self._device_bytes()))
-            diagnostics.memory_units_kept = len(held)
+            shared.keep(device_memory.units(further_processes_bytes(*sizes), self._device_bytes()))
+            diagnostics.memory_units_kept = len(shared)
 
     def _free_receive_buffers(self, device: str) -> None:
         """What this process received the children's tensors in goes back to the device, not to an idle cache."""

@@ -81,10 +81,10 @@ class TimingOutcome:
     runtimes: dict[str, RuntimeStats] = field(default_factory=dict)
     from_cache: list[str] = field(default_factory=list)  # sides whose statistics came from stored timings
     # Seconds by part. Most are the evaluation's own hold of the device's slot: every other evaluation on the GPU
-    # waits through it, so each is a cost of the whole GPU's throughput, not of this evaluation alone. Two are not
-    # held: `rechecks` (the re-checked calls' copies and the distinct-outputs check, after the slot) and
-    # `reference_starts` (releasing the evaluation's tensors, then giving the next reference processes their job,
-    # loading them and waiting for the slot between them).
+    # waits through it, so each is a cost of the whole GPU's throughput, not of this evaluation alone. Three are not
+    # held: `rechecks` (the re-checked calls' copies and the distinct-outputs check, after the slot),
+    # `reference_release` (giving back what the further processes do not need) and `reference_starts` (giving
+    # the next reference processes their job, loading them and waiting for the slot between them).
     parts_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
     further: FurtherProcesses | None = None
@@ -327,8 +327,13 @@ def time_further_processes(
     assert further is not None  # the caller times further processes only where `timing` left some
     began = time.monotonic()
     release()
+    released = time.monotonic()
     others, held = _other_processes(link, record, plan, further.first, further.spare, further.sides)
-    parts = timed.parts_s | {"reference_processes": held, "reference_starts": time.monotonic() - began - held}
+    parts = timed.parts_s | {
+        "reference_release": released - began,
+        "reference_processes": held,
+        "reference_starts": time.monotonic() - released - held,
+    }
     accepted = {side: timed.runtimes[side] for side in timed.from_cache}
     return _outcome(link, plan, [further.first, *others], accepted, parts, None)
 
