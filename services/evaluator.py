@@ -40,6 +40,7 @@ from services.parent.load import (
 )
 from services.parent.precompile import begin_precompile, finish_precompile
 from services.parent.profile import ProfileOutcome, profile
+from services.parent.receive_arena import ReceiveArena
 from services.parent.record import Record
 from services.parent.references import KeptReferences
 from services.parent.timing import TimingOutcome, TimingPlan, time_further_processes, timing
@@ -67,6 +68,7 @@ class Evaluator:
         lock = self.settings.device_lock
         self.timing_slot = TimingSlot(Path(lock), self.settings.device_lock_gather_s) if lock else None
         self._mem_pools: dict[str, Any] = {}
+        self._arenas: dict[str, ReceiveArena] = {}
         self.references = KeptReferences(self.settings.reference_children_kept)
         self._current: Link | None = None
         self._footprints = Footprints(Path(f"{lock}.footprints")) if lock else None
@@ -137,6 +139,7 @@ class Evaluator:
             record,
             self.receive_pool,
             self.timing_slot,
+            receive_arena=self.receive_arena if device == "cuda" and self.settings.keep_large_receive_buffers else None,
             memory_shared=shared,
             sized=(lambda inputs, output: self._sized(problem, memory.units, inputs, output)) if shared else None,
         )
@@ -312,7 +315,11 @@ class Evaluator:
     def _free_receive_buffers(self, device: str) -> None:
         """What this process received the children's tensors in goes back to the device, not to an idle cache."""
         if device == "cuda":
-            self._mem_pools = {}
+            self._mem_pools, self._arenas = {}, {}
+            if self.settings.keep_large_receive_buffers:
+                # A buffer a child kept mapped waits in torch's IPC limbo until the child lets go: a reference child
+                # at its release, a candidate's when it is gone (this evaluation's, or at the latest the next's).
+                torch.cuda.ipc_collect()
             torch.cuda.empty_cache()
 
     def _device_bytes(self) -> int:
@@ -352,12 +359,20 @@ class Evaluator:
             child.kill()
         return True
 
+    def receive_arena(self, role: str) -> ReceiveArena:
+        """The evaluation's large receive buffers for `role`'s child, in a pool of their own
+        (`keep_large_receive_buffers`)."""
+        if role not in self._arenas:
+            self._arenas[role] = ReceiveArena(self.receive_pool(f"large {role}"))
+        return self._arenas[role]
+
     def receive_pool(self, kind: str) -> Any:
         """A private CUDA memory pool for buffers children write into, so the segments a child can map never hold
         anything else of the parent's: per `kind`, "reference" and "candidate" for small buffers, whose segments a
         child keeps mapped (services.protocol.tensors.open_cuda) and which must therefore never hold the other
         role's tensors (a candidate's mapping would reach the reference's outputs), and "large" for the rest, which
-        no child keeps mapped and which both roles share, so that a freed output's gigabytes serve the next."""
+        no child keeps mapped and which both roles share, so that a freed output's gigabytes serve the next
+        ("large candidate" and "large reference" for the arenas of `keep_large_receive_buffers` instead)."""
         if kind not in self._mem_pools and hasattr(torch.cuda, "MemPool"):
             self._mem_pools[kind] = torch.cuda.MemPool()
         return self._mem_pools.get(kind)

@@ -168,6 +168,13 @@ class EvalSettings(BaseSettings):
         "`timing_placements` placements and the reference in no further process (`reference_processes` applies "
         "below it); the output's placement moves with the inputs'.",
     )
+    keep_large_receive_buffers: bool = Field(
+        False,
+        description="Receive a child's tensors over 1 MiB in buffers of its role's own that the evaluation keeps and "
+        "hands out again, so the child keeps their segments mapped (services.parent.receive_arena), rather than in "
+        "a new buffer of a pool both roles share, mapped for one copy: an IPC open and close each go through the "
+        "host's driver in turn with every GPU's processes. Holds up to an output more of this process's memory.",
+    )
     reference_processes: int = Field(
         5,
         ge=1,

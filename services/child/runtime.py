@@ -629,6 +629,9 @@ class Runtime:
         self.kept = None
         self.retained = []
         self.spacer = None
+        # A large segment's mapping goes with the evaluation that kept it (services.parent.receive_arena): the
+        # parent frees the buffer once no child holds it.
+        self.mapped = {k: m for k, m in self.mapped.items() if m.nbytes() <= tensors.SMALL_BUFFER_BYTES}
         if h.trim and self.device == "cuda":
             _empty_cache()
         self.reply(Released())

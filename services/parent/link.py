@@ -32,6 +32,7 @@ from services.errors import (
     ProtocolError,
     ReferenceFailed,
 )
+from services.parent.receive_arena import ReceiveArena
 from services.parent.record import Record
 from services.protocol import tensors
 from services.protocol.channel import Deadline
@@ -65,11 +66,6 @@ MAX_DELIVERY_BYTES = 64 << 30
 # parent then holds both children's inputs and outputs at once), and on a shared device the next start does not
 # wait for its dying children (services.evaluator).
 SMALL_TENSOR_BYTES = 256 << 20
-# A receive buffer up to this size comes from torch's small allocations (2 MiB segments that hold nothing larger):
-# from a pool of the child's role, whose segments the child keeps mapped (tensors.open_cuda). Larger ones have
-# segments of their own size, where mapping costs nothing beside the copy, from one pool both roles share: a pool
-# per role would hold gigabytes more of this process's memory at KernelBench sizes.
-SMALL_BUFFER_BYTES = 1 << 20
 
 # Parts of what a call keeps, as a child handed them over (`Link.receive_parts`, `Link.call_and_receive`).
 HandedOver = dict[Kept, list[torch.Tensor]]
@@ -144,6 +140,7 @@ class Link:
         record: Record,
         receive_pool: Callable[[str], Any],
         slot: TimingSlot | None = None,
+        receive_arena: Callable[[str], ReceiveArena] | None = None,
         memory_shared: bool = False,
         sized: Callable[[int, int], None] | None = None,
     ):
@@ -170,6 +167,7 @@ class Link:
         # (services.parent.profile, services.parent.timing).
         self.requests: dict[str, dict[str, float]] = {}
         self._receive_pool = receive_pool
+        self._receive_arena = receive_arena  # large receive buffers per role, kept (`keep_large_receive_buffers`)
         self.slot: TimingSlot | _Unshared = slot or _Unshared()
         # Other evaluations may hold the device's memory: running out of it is then no child's fault.
         self.memory_shared = memory_shared
@@ -427,7 +425,7 @@ class Link:
         """The tensors of `structures`, one after another, within what this process allocates for them; on CUDA
         buffers this process owns for `child` to copy them into and their IPC descriptors, on CPU none: the tensors
         come as payloads. Small buffers come from a receive pool of the child's role, large ones from one shared
-        pool (services.evaluator.Evaluator.receive_pool)."""
+        pool (services.evaluator.Evaluator.receive_pool), or, given `receive_arena`, from the role's arena."""
         specs = tensors.tensor_specs({"t": "tuple", "items": structures})
         try:
             tensors.check_alloc(specs, MAX_DELIVERY_BYTES)
@@ -438,7 +436,11 @@ class Link:
         role = "candidate" if child is self.cand else "reference"
         bufs, descs = [], []
         for d, shape in specs:
-            small = tensors.spec_bytes(d, shape) <= SMALL_BUFFER_BYTES
+            small = tensors.spec_bytes(d, shape) <= tensors.SMALL_BUFFER_BYTES
+            if not small and self._receive_arena is not None:
+                bufs.append(self._receive_arena(role).take(d, shape))
+                descs.append(tensors.share_cuda(bufs[-1], keep=True))
+                continue
             pool = self._receive_pool(role if small else "large")
             with torch.cuda.use_mem_pool(pool) if pool is not None else nullcontext():
                 bufs.append(torch.empty(shape, dtype=d, device="cuda"))

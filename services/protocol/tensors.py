@@ -123,6 +123,14 @@ def check_alloc(specs: list[tuple[torch.dtype, list[int]]], limit_bytes: int) ->
         raise ValueError(f"outputs of {total} bytes exceed the {limit_bytes}-byte limit")
 
 
+# A receive buffer up to this size comes from torch's small allocations (2 MiB segments that hold nothing larger):
+# from a pool of the child's role, whose segments the child keeps mapped (`open_cuda`). Larger ones have segments
+# of their own size, from one pool both roles share and mapped for one copy (a pool per role holds up to an output
+# more of the parent's memory at KernelBench sizes), or, with `keep_large_receive_buffers`, from an arena of the
+# role's own whose buffers come back and stay mapped until the child's release (services.parent.receive_arena).
+SMALL_BUFFER_BYTES = 1 << 20
+
+
 def share_cuda(t: torch.Tensor, keep: bool) -> dict[str, Any]:
     """An IPC descriptor of a parent-owned, contiguous CUDA buffer, for a child to write into; `keep`: the child
     may keep its segment mapped (`open_cuda`), which the parent allows only for a segment of the child's role

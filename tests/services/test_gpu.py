@@ -610,8 +610,7 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
     import sys
     from pathlib import Path
 
-    from services.parent.link import SMALL_BUFFER_BYTES
-    from services.protocol.tensors import share_cuda
+    from services.protocol.tensors import SMALL_BUFFER_BYTES, share_cuda
 
     root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
@@ -655,3 +654,54 @@ def test_a_child_maps_each_parent_segment_once_and_the_parent_reuses_its_buffers
     finally:
         consumer.stdin.close()
         consumer.wait(timeout=60)
+
+
+def test_a_large_receive_buffer_comes_back_with_its_segment_once_nothing_holds_it(evaluator, tmp_path):
+    # `keep_large_receive_buffers`: a role's large buffers are handed out again, so a child maps each segment once
+    # instead of opening and closing a mapping per copy; one still held is never handed out twice.
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from services.parent.receive_arena import ReceiveArena
+    from services.protocol.tensors import SMALL_BUFFER_BYTES, share_cuda
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    arena = ReceiveArena(evaluator.receive_pool("large candidate"))
+    shape = [SMALL_BUFFER_BYTES // 4 + 1]
+    with (tmp_path / "consumer.err").open("w") as err:
+        pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": err}
+        consumer = subprocess.Popen([sys.executable, "-c", _CONSUMER], **pipes, text=True, env=env)
+    try:
+        addresses = []
+        for _ in range(3):
+            buf = arena.take(torch.float32, shape)
+            consumer.stdin.write(json.dumps([share_cuda(buf, keep=True)]) + "\n")
+            consumer.stdin.flush()
+            assert consumer.stdout.readline().strip() == "1", (tmp_path / "consumer.err").read_text()
+            assert buf.unique().tolist() == [1.0]
+            addresses.append(buf.data_ptr())
+            del buf
+        assert len(set(addresses)) == 1 and len(arena) == 1
+        held = arena.take(torch.float32, shape)
+        part = arena.take(torch.float32, shape)[1:]  # a derived view holds its buffer too
+        assert len({held.data_ptr(), arena.take(torch.float32, shape).data_ptr(), part.data_ptr() - 4}) == 3
+    finally:
+        consumer.stdin.close()
+        consumer.wait(timeout=60)
+
+
+def test_an_evaluation_with_large_receive_buffers_kept_judges_as_without(tmp_path):
+    from services.evaluator import Evaluator
+    from services.settings import EvalSettings
+
+    problem = Problem(id="relu_8mb", source=RELU_4GB.replace("16384, 65536", "1024, 2048"))
+    settings = EvalSettings(correctness_trials=3, keep_large_receive_buffers=True)
+    with Evaluator(settings) as ev:
+        passed = ev.evaluate(problem, unique(bundled_source("level1/1_ReLU")), CUDA, MemoryTimingStore()).result
+        wrong = ev.evaluate(problem, relu_candidate("return triton_relu(x) + 1"), NO_TIMING).result
+    assert passed.verdict is Verdict.PASSED, passed.feedback
+    assert wrong.verdict is Verdict.INCORRECT, wrong.feedback
