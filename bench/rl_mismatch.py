@@ -7,7 +7,7 @@ For each dtype and temperature, `--answers` answers to the first turn of `bench/
 (one prompt a problem, round robin) are sampled with `LocalPolicy`; each answer's float32 log-probabilities come
 from `LocalPolicy.token_logprobs`, and `rl_client.algorithms.mismatch_rejection` (Dr. Kernel's band, geometric
 mean of the ratio within ±0.1%, token veto 1e-4) says whether MRS keeps it. Prints one JSON line per setting:
-the share kept, the median |mean log ratio| and the tokens per answer.
+the share kept, the median |mean log ratio|, the tokens per answer and the milliseconds per decoding step.
 """
 
 from __future__ import annotations
@@ -70,6 +70,8 @@ def main() -> None:
                 "tokens_median": statistics.median(lengths),
                 "seconds": round(time.monotonic() - began, 1),
                 "generate_s": round(generate_s, 1),
+                # one batch decodes until its longest answer ends: the time of one decoding step, prefill included
+                "ms_per_step": round(1000 * generate_s / max(lengths), 1),
                 "device": args.device,
             }
             print(json.dumps(row), flush=True)

@@ -158,26 +158,32 @@ def difference_interval(k1: int, n1: int, k2: int, n2: int, z: float = 1.96) -> 
 
 
 def evaluate(
-    policy: LocalPolicy, problems: list[Problem], scorer: ServiceScorer, samples: int, name: str
-) -> dict[str, Any]:
-    """Counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks), and the
-    first line of each rejected answer's feedback (what the service caught); the seconds spent generating and in
-    all."""
+    policy: LocalPolicy, sets: dict[str, list[Problem]], scorer: ServiceScorer, samples: int, name: str
+) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
+    """Per set, counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks),
+    and the first line of each rejected answer's feedback (what the service caught); and the seconds spent
+    generating and in all. Every set's answers are sampled together, in as few batches as `--batch` allows: a
+    decoding step of a 135M model costs about as much for a hundred answers as for one."""
     began, spent = time.monotonic(), {}
     generate = timed_generator(local_generator(policy), spent)
-    outcomes = [ep.turns[0].outcome for ep in run_episodes(problems, samples, generate, scorer, 1)]
-    judged = [o for o in outcomes if not o.service_fault]
-    seconds = time.monotonic() - began
-    log(f"evaluated {name}: {len(judged)} answers, {seconds:.0f} s ({spent.get('generate_s', 0.0):.0f} s generating)")
-    return {
-        "seconds": round(seconds, 1),
-        "generate_s": round(spent.get("generate_s", 0.0), 1),
-        "n": len(judged),
-        "correct": sum(o.correct for o in judged),
-        "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
-        "rejected": sum(o.verdict == "rejected" for o in judged),
-        "rejected_why": [(o.feedback.strip().splitlines() or [""])[0][:200] for o in judged if o.verdict == "rejected"],
-    }
+    episodes = run_episodes([p for problems in sets.values() for p in problems], samples, generate, scorer, 1)
+    counts = {}
+    for key, problems in sets.items():
+        ids = {p.id for p in problems}
+        judged = [o for o in (ep.turns[0].outcome for ep in episodes if ep.problem.id in ids) if not o.service_fault]
+        counts[key] = {
+            "n": len(judged),
+            "correct": sum(o.correct for o in judged),
+            "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
+            "rejected": sum(o.verdict == "rejected" for o in judged),
+            "rejected_why": [
+                (o.feedback.strip().splitlines() or [""])[0][:200] for o in judged if o.verdict == "rejected"
+            ],
+        }
+    seconds = {"seconds": round(time.monotonic() - began, 1), "generate_s": round(spent.get("generate_s", 0.0), 1)}
+    answers = ", ".join(f"{key} {c['n']}" for key, c in counts.items())
+    log(f"evaluated {name}: {answers} answers, {seconds['seconds']:.0f} s ({seconds['generate_s']:.0f} s generating)")
+    return counts, seconds
 
 
 def cold_start(
@@ -226,14 +232,10 @@ def train_seed(
     policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, args.rollout_dtype, args.batch)
     trainer = LocalTrainer(cfg, policy, scorer, make_optimizer(cfg, model.parameters()))
     started = time.monotonic()
-    record = {
-        "seed": cold["seed"],
-        "estimator": estimator,
-        "before": {
-            k: evaluate(policy, p, scorer, args.eval_samples, f"seed {cold['seed']} {k} before")
-            for k, p in sets.items()
-        },
-    }
+    record: dict[str, Any] = {"seed": cold["seed"], "estimator": estimator}
+    record["before"], record["before_s"] = evaluate(
+        policy, sets, scorer, args.eval_samples, f"seed {cold['seed']} before"
+    )
     evaluations_s = time.monotonic() - started
     curve = []
     for step in range(1, args.steps + 1):
@@ -247,9 +249,7 @@ def train_seed(
             f"scoring {m['time/score_s']:.0f} s, update {m['time/update_s']:.0f} s, {elapsed:.0f} s")  # fmt: skip
         if elapsed + step_s + evaluations_s > budget_s:
             break
-    record["after"] = {
-        k: evaluate(policy, p, scorer, args.eval_samples, f"seed {cold['seed']} {k} after") for k, p in sets.items()
-    }
+    record["after"], record["after_s"] = evaluate(policy, sets, scorer, args.eval_samples, f"seed {cold['seed']} after")
     record["curve"] = curve
     return record
 
@@ -266,17 +266,23 @@ def train_in_processes(
     budget_s: float,
 ) -> list[dict[str, Any]]:
     """`train_seed` for each run, `parallel` at a time, each in its own process with its own copy of the cold-started
-    weights and its own client of the service: a rollout is bound by the host's per-token work, not the GPU's, so
-    runs side by side train about as fast each as one alone."""
+    weights and its own client of the service: a 135M model leaves the GPU mostly idle (its update is bound by the
+    host's per-kernel work, and a run waiting for the service uses none), so runs side by side train about as
+    fast each as one alone. Each run's `budget_s` counts from the start of its wave (this call, for the first):
+    its process's start and loading are in it."""
+    submitted = time.time()  # a wall clock, the same in every process
     with tempfile.TemporaryDirectory() as tmp:
         cold_path = Path(tmp) / "cold.pt"
         torch.save((model, tokenizer), cold_path)
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
             futures = [
-                pool.submit(_train_run, args, str(cold_path), seed, est, base_url, options, sets, budget_s)
-                for seed, est in runs
-            ]
+                pool.submit(
+                    _train_run, args, str(cold_path), seed, est, base_url, options, sets,
+                    submitted + budget_s * (i // parallel + 1),
+                )
+                for i, (seed, est) in enumerate(runs)
+            ]  # fmt: skip
             return [f.result() for f in futures]
 
 
@@ -288,9 +294,11 @@ def _train_run(
     base_url: str,
     options: dict,
     sets: dict,
-    budget_s: float,
+    deadline: float,
 ) -> dict[str, Any]:
+    """`train_seed` in a process of its own, within `deadline` (a `time.time()`)."""
     model, tokenizer = torch.load(cold_path, map_location=args.device, weights_only=False)
+    budget_s = deadline - time.time()
     with KernelGymClient(base_url, timeout=60) as client:
         scorer = ServiceScorer(client, DRKERNEL_PR, options=options, timeout_s=300)
         try:
@@ -447,7 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=4, help="episodes per problem and step")
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--max-new-tokens", type=int, default=640)
-    parser.add_argument("--batch", type=int, default=64, help="answers generated together")
+    parser.add_argument(
+        "--batch", type=int, default=128, help="answers generated together (an evaluation's 104 in one batch)"
+    )
     parser.add_argument("--lr", type=float, default=5e-6)
     parser.add_argument(
         "--rollout-dtype",

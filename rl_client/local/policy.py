@@ -8,6 +8,9 @@ from typing import Any
 
 import torch
 
+from rl_client.local import decode
+from rl_client.local.decode import tempered_logprobs
+
 
 @dataclass
 class Sample:
@@ -91,30 +94,25 @@ class LocalPolicy:
         eos = self.tokenizer.eos_token_id
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
         width = max(map(len, prompts))
-        out = self.sampler.generate(
-            torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device),
-            attention_mask=torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device),
-            do_sample=True,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=0,
-            max_new_tokens=self.max_new_tokens,
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=pad,
-        )
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        stop = self._stop_ids()
+        sampling = decode.Sampling(self.temperature, self.top_p, self.max_new_tokens, stop, pad)
+        tokens, logprobs = decode.sample(self.sampler, ids, mask, sampling)
+        tokens, logprobs = tokens.tolist(), logprobs.cpu()
         results = []
         for row, prompt in enumerate(prompts):
-            response = out.sequences[row, width:].tolist()
-            if eos is not None and eos in response:
-                response = response[: response.index(eos) + 1]
-            # The raw logits at the sampling temperature: the distribution `token_logprobs` trains on. The scores
-            # after top-p filtering would give every kept token a larger probability than training sees, and MRS
-            # would reject every trajectory.
-            logits = torch.stack([step[row] for step in out.logits[: len(response)]]).float()
-            logprobs = tempered_logprobs(logits, self.temperature, torch.tensor(response, device=logits.device))
-            results.append((prompt, response, logprobs.cpu()))
+            response = tokens[row]
+            end = next((i + 1 for i, token in enumerate(response) if token in stop), len(response))
+            results.append((prompt, response[:end], logprobs[row, :end].clone()))
         return results
+
+    def _stop_ids(self) -> tuple[int, ...]:
+        """The model's EOS ids (its generation config's, as `generate` stops on) and the tokenizer's, which ends
+        a response here."""
+        configured = getattr(self.sampler.generation_config, "eos_token_id", None)
+        ids = configured if isinstance(configured, list) else [configured]
+        return tuple(sorted({i for i in [*ids, self.tokenizer.eos_token_id] if i is not None}))
 
     def token_logprobs(self, sample: Sample) -> torch.Tensor:
         """Log-probabilities of the response tokens under the current weights (with gradient if enabled), at the
@@ -122,9 +120,3 @@ class LocalPolicy:
         ids = torch.tensor([sample.prompt_ids + sample.response_ids], device=self.device)
         logits = self.model(ids).logits[0, len(sample.prompt_ids) - 1 : -1].float()
         return tempered_logprobs(logits, self.temperature, torch.tensor(sample.response_ids, device=self.device))
-
-
-def tempered_logprobs(logits: torch.Tensor, temperature: float, tokens: torch.Tensor) -> torch.Tensor:
-    """log softmax(logits / T)[token] per row: the one distribution both rollout and training log-probs are
-    taken from (no top-p or top-k filtering, whatever the sampler used)."""
-    return torch.log_softmax(logits / temperature, dim=-1).gather(1, tokens[:, None])[:, 0]
