@@ -11,6 +11,8 @@ import torch
 from rl_client.local import decode
 from rl_client.local.decode import tempered_logprobs
 
+MAX_PADDING = 0.1  # the share of a training micro-batch's tokens that may be padding (`LocalPolicy.micro_batches`)
+
 
 @dataclass
 class Sample:
@@ -50,10 +52,13 @@ class LocalPolicy:
         max_new_tokens: int,
         rollout_dtype: str | None = None,
         batch_size: int = 16,
+        train_tokens_per_batch: int = 16384,
     ):
         """With `rollout_dtype` (e.g. "bfloat16" while `model` trains in float32) answers are sampled from a copy of
         the weights in that dtype, refreshed by `sync()`: the rollout engine and the trainer then disagree a little,
-        as vLLM and FSDP do, and MRS has a real mismatch to act on."""
+        as vLLM and FSDP do, and MRS has a real mismatch to act on. `train_tokens_per_batch` bounds the padded
+        tokens (rows × longest prompt + response) of one training forward (`micro_batches`); a longer sample
+        goes alone."""
         self.model = model
         self.tokenizer = tokenizer
         self.device = device
@@ -61,6 +66,7 @@ class LocalPolicy:
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
+        self.train_tokens_per_batch = train_tokens_per_batch
         self.sampler = model
         if rollout_dtype is not None and getattr(torch, rollout_dtype) != next(model.parameters()).dtype:
             self.sampler = copy.deepcopy(model).to(getattr(torch, rollout_dtype))
@@ -91,8 +97,7 @@ class LocalPolicy:
         return answers, samples
 
     def _sample(self, prompts: list[list[int]]) -> list[tuple[list[int], list[int], torch.Tensor]]:
-        eos = self.tokenizer.eos_token_id
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos
+        pad = self._pad_id()
         width = max(map(len, prompts))
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
@@ -107,6 +112,11 @@ class LocalPolicy:
             results.append((prompt, response[:end], logprobs[row, :end].clone()))
         return results
 
+    def _pad_id(self) -> int:
+        """The tokenizer's padding id, else its EOS (what fills a padded row never reaches a real token)."""
+        pad = self.tokenizer.pad_token_id
+        return pad if pad is not None else self.tokenizer.eos_token_id
+
     def _stop_ids(self) -> tuple[int, ...]:
         """The model's EOS ids (its generation config's, as `generate` stops on) and the tokenizer's, which ends
         a response here."""
@@ -120,3 +130,51 @@ class LocalPolicy:
         ids = torch.tensor([sample.prompt_ids + sample.response_ids], device=self.device)
         logits = self.model(ids).logits[0, len(sample.prompt_ids) - 1 : -1].float()
         return tempered_logprobs(logits, self.temperature, torch.tensor(sample.response_ids, device=self.device))
+
+    def micro_batches(self, samples: list[Sample]) -> list[list[int]]:
+        """Indices into `samples`, grouped for `padded_logprobs`: by length, shortest first, a group taking the next
+        sample while its rows × longest sequence stay within `train_tokens_per_batch` and at most `MAX_PADDING` of
+        those tokens are padding (which costs as much as real tokens once the forward is no longer launch-bound)."""
+        order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + len(samples[i].response_ids))
+        groups: list[list[int]] = []
+        real = 0  # the last group's tokens
+        for i in order:
+            width = len(samples[i].prompt_ids) + len(samples[i].response_ids)  # the group's longest: sorted
+            padded = (len(groups[-1]) + 1) * width if groups else 0
+            if groups and padded <= self.train_tokens_per_batch and real + width >= (1 - MAX_PADDING) * padded:
+                groups[-1].append(i)
+                real += width
+            else:
+                groups.append([i])
+                real = width
+        return groups
+
+    def padded_logprobs(self, samples: list[Sample]) -> list[torch.Tensor]:
+        """`token_logprobs` of each sample (with gradient if enabled), from one forward of them all. Rows are
+        right-padded, so each real token keeps the position it has alone (0, 1, ...) and every key the causal mask
+        lets it see is a real token of its row: a padding mask would change only the padding's outputs, which are
+        dropped, so none is passed and attention keeps its causal kernels (on a CPU, twice as fast as with a mask
+        on long rows; tests/rl_client/test_rl_local_batched_update.py checks the logits against both). Logits are
+        kept from the first position any response needs."""
+        seqs = [s.prompt_ids + s.response_ids for s in samples]
+        width = max(map(len, seqs))
+        pad = self._pad_id()
+        ids = torch.tensor([q + [pad] * (width - len(q)) for q in seqs], device=self.device)
+        positions = torch.arange(width, device=self.device).expand(len(seqs), width)
+        first = min(len(s.prompt_ids) for s in samples) - 1  # the logits at position p - 1 predict token p
+        out = self.model(input_ids=ids, position_ids=positions, logits_to_keep=width - first)
+        rows = [i for i, s in enumerate(samples) for _ in s.response_ids]
+        cols = [len(s.prompt_ids) - 1 - first + k for s in samples for k in range(len(s.response_ids))]
+        index = torch.tensor([rows, cols], dtype=torch.long, device=self.device).reshape(2, -1)
+        logits = out.logits[index[0], index[1]]
+        tokens = torch.tensor([t for s in samples for t in s.response_ids], dtype=torch.long, device=self.device)
+        flat = tempered_logprobs(logits.float(), self.temperature, tokens)
+        return list(flat.split([len(s.response_ids) for s in samples]))
+
+    def batched_logprobs(self, samples: list[Sample]) -> list[torch.Tensor]:
+        """`token_logprobs` of each sample, in the order given, one `padded_logprobs` per micro-batch."""
+        result: list[torch.Tensor] = [torch.zeros(0)] * len(samples)
+        for group in self.micro_batches(samples):
+            for i, logprobs in zip(group, self.padded_logprobs([samples[i] for i in group]), strict=True):
+                result[i] = logprobs
+        return result

@@ -50,6 +50,17 @@ class Batch:
     service_fault: torch.Tensor  # the service gave no verdict, for reasons not the answer's
 
 
+@dataclass
+class Row:
+    """One turn of one episode in the loss: its tokens, π_old's log-probs of them, which of them MRS keeps (bool),
+    and the turn's advantage."""
+
+    sample: Sample
+    old: torch.Tensor
+    keep: torch.Tensor
+    advantage: float
+
+
 def policy_loss(
     new: torch.Tensor, old: torch.Tensor, advantage: float, clip_low: float, clip_high: float, dual_clip: float
 ) -> torch.Tensor:
@@ -148,10 +159,11 @@ class LocalTrainer:
         """π_old per turn (recomputed by the training forward) and, with MRS, which tokens survive it; a turn not
         taken has empty tensors."""
         self.policy.model.eval()
-        empty = torch.zeros(0)
-        old = [
-            [self.policy.token_logprobs(s).cpu() if s is not None else empty for s in turn] for turn in batch.samples
-        ]
+        present = [(t, i) for t, turn in enumerate(batch.samples) for i, s in enumerate(turn) if s is not None]
+        computed = self.policy.batched_logprobs([s for turn in batch.samples for s in turn if s is not None])
+        old = [[torch.zeros(0)] * len(turn) for turn in batch.samples]
+        for (t, i), logprobs in zip(present, computed, strict=True):
+            old[t][i] = logprobs.cpu()
         keep = [
             [torch.ones(len(s.response_ids) if s is not None else 0, dtype=torch.bool) for s in turn]
             for turn in batch.samples
@@ -198,31 +210,39 @@ class LocalTrainer:
         old: list[list[torch.Tensor]],
         keep: list[list[torch.Tensor]],
     ) -> dict[str, float]:
-        cfg = self.cfg
         rows = [
-            (i, t)
+            Row(sample, old[t][i], keep[t][i], float(adv[i, t]))
             for i in range(len(batch.episodes))
-            for t in range(len(batch.samples))
-            if loss_mask[i, t] and bool(keep[t][i].any())
+            for t, turn in enumerate(batch.samples)
+            if (sample := turn[i]) is not None and loss_mask[i, t] and bool(keep[t][i].any())
         ]
+        return self.update(rows)
+
+    def update(self, rows: list[Row]) -> dict[str, float]:
+        """One optimiser step on the sequence mean over `rows` of each row's sum of kept tokens' PPO-clip losses
+        (divided by `loss_scale`), one forward and backward per micro-batch of the policy's."""
+        cfg = self.cfg
         self.policy.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0
-        for i, t in rows:
-            new = self.policy.token_logprobs(batch.samples[t][i])
-            mask = keep[t][i].to(new.device)
-            tokens = policy_loss(
-                new, old[t][i].to(new.device), float(adv[i, t]), cfg.clip_low, cfg.clip_high, cfg.dual_clip
-            )
-            row = (tokens * mask).sum() / (len(rows) * cfg.loss_scale)  # seq-mean of token sums
-            row.backward()
-            total += row.item()
+        for group in self.policy.micro_batches([row.sample for row in rows]):
+            new = self.policy.padded_logprobs([rows[j].sample for j in group])
+            sums = [self._token_sum(rows[j], logprobs) for j, logprobs in zip(group, new, strict=True)]
+            loss = torch.stack(sums).sum() / (len(rows) * cfg.loss_scale)  # seq-mean of token sums
+            loss.backward()
+            total += loss.item()
         params = [p for p in self.policy.model.parameters() if p.requires_grad]
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)) if rows else 0.0
         if rows:
             self.optimizer.step()
             self.policy.sync()
         return {"train/loss": total, "train/grad_norm": grad_norm, "train/rows": float(len(rows))}
+
+    def _token_sum(self, row: Row, new: torch.Tensor) -> torch.Tensor:
+        """The row's PPO-clip losses summed over the tokens MRS kept."""
+        cfg = self.cfg
+        tokens = policy_loss(new, row.old.to(new.device), row.advantage, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+        return (tokens * row.keep.to(new.device)).sum()
 
     def _rollout_metrics(
         self, batch: Batch, exists: torch.Tensor, base: torch.Tensor, loss_mask: torch.Tensor, adv: torch.Tensor
