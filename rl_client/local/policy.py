@@ -127,9 +127,7 @@ class LocalPolicy:
     def token_logprobs(self, sample: Sample) -> torch.Tensor:
         """Log-probabilities of the response tokens under the current weights (with gradient if enabled), at the
         sampling temperature, so that they are comparable with the rollout's."""
-        ids = torch.tensor([sample.prompt_ids + sample.response_ids], device=self.device)
-        logits = self.model(ids).logits[0, len(sample.prompt_ids) - 1 : -1].float()
-        return tempered_logprobs(logits, self.temperature, torch.tensor(sample.response_ids, device=self.device))
+        return self.padded_logprobs([sample])[0]
 
     def micro_batches(self, samples: list[Sample]) -> list[list[int]]:
         """Indices into `samples`, grouped for `padded_logprobs`: by length, shortest first, a group taking the next

@@ -159,11 +159,8 @@ class LocalTrainer:
         """π_old per turn (recomputed by the training forward) and, with MRS, which tokens survive it; a turn not
         taken has empty tensors."""
         self.policy.model.eval()
-        present = [(t, i) for t, turn in enumerate(batch.samples) for i, s in enumerate(turn) if s is not None]
-        computed = self.policy.batched_logprobs([s for turn in batch.samples for s in turn if s is not None])
-        old = [[torch.zeros(0)] * len(turn) for turn in batch.samples]
-        for (t, i), logprobs in zip(present, computed, strict=True):
-            old[t][i] = logprobs.cpu()
+        computed = iter(self.policy.batched_logprobs([s for turn in batch.samples for s in turn if s is not None]))
+        old = [[next(computed).cpu() if s is not None else torch.zeros(0) for s in turn] for turn in batch.samples]
         keep = [
             [torch.ones(len(s.response_ids) if s is not None else 0, dtype=torch.bool) for s in turn]
             for turn in batch.samples
