@@ -273,7 +273,8 @@ def train_in_processes(
     submitted = time.time()  # a wall clock, the same in every process
     with tempfile.TemporaryDirectory() as tmp:
         cold_path = Path(tmp) / "cold.pt"
-        torch.save((model, tokenizer), cold_path)
+        torch.save((model.cpu(), tokenizer), cold_path)
+        torch.cuda.empty_cache()  # the cold start's cached blocks (~40 GB) would starve the runs on this GPU
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=parallel, mp_context=context) as pool:
             futures = [
