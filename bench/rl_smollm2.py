@@ -31,6 +31,7 @@ import multiprocessing
 import sys
 import tempfile
 import time
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ import torch
 from gym_client import KernelGymClient
 from kernelgym.stack import LocalStack
 from rl_client.algorithms.rewards import DRKERNEL_PR
-from rl_client.collect import collect, local_generator, sft_ready
+from rl_client.collect import collect, local_generator, passed_answers, sft_ready
 from rl_client.config import TrainConfig
 from rl_client.data import Problem, service_problems
 from rl_client.local.policy import LocalPolicy, load_pretrained
@@ -161,9 +162,10 @@ def evaluate(
     policy: LocalPolicy, sets: dict[str, list[Problem]], scorer: ServiceScorer, samples: int, name: str
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Per set, counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks),
-    and the first line of each rejected answer's feedback (what the service caught); and the seconds spent
-    generating and in all. Every set's answers are sampled together, in as few batches as `--batch` allows: a
-    decoding step of a 135M model costs about as much for a hundred answers as for one."""
+    every verdict's count (`no_code`: an answer without usable code, never sent), and the first line of each
+    rejected answer's feedback (what the service caught); and the seconds spent generating and in all. Every set's
+    answers are sampled together, in as few batches as `--batch` allows: a decoding step of a 135M model costs
+    about as much for a hundred answers as for one."""
     began, spent = time.monotonic(), {}
     generate = timed_generator(local_generator(policy), spent)
     episodes = run_episodes([p for problems in sets.values() for p in problems], samples, generate, scorer, 1)
@@ -176,12 +178,13 @@ def evaluate(
             "correct": sum(o.correct for o in judged),
             "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
             "rejected": sum(o.verdict == "rejected" for o in judged),
+            "verdicts": dict(Counter(o.verdict or "no_code" for o in judged).most_common()),
             "rejected_why": [
                 (o.feedback.strip().splitlines() or [""])[0][:200] for o in judged if o.verdict == "rejected"
             ],
         }
     seconds = {"seconds": round(time.monotonic() - began, 1), "generate_s": round(spent.get("generate_s", 0.0), 1)}
-    answers = ", ".join(f"{key} {c['n']}" for key, c in counts.items())
+    answers = ", ".join(f"{key} {c['n']} ({c['correct']} correct; {c['verdicts']})" for key, c in counts.items())
     log(f"evaluated {name}: {answers} answers, {seconds['seconds']:.0f} s ({seconds['generate_s']:.0f} s generating)")
     return counts, seconds
 
@@ -194,7 +197,9 @@ def cold_start(
     teacher_records = collect(train, args.cold_samples, teacher(train, args.cold_samples), scorer, turns=2)
     log(f"cold start: {len(teacher_records)} teacher trajectories judged, {time.monotonic() - began:.0f} s")
     began, spent = time.monotonic(), {}
-    policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, batch_size=args.batch)
+    policy = LocalPolicy(
+        model, tokenizer, args.device, args.temperature, 1.0, args.max_new_tokens, batch_size=args.batch
+    )
     own_records = collect(train, 2, timed_generator(local_generator(policy), spent), scorer, turns=2)
     log(
         f"cold start: {len(own_records)} SmolLM2 trajectories, {time.monotonic() - began:.0f} s "
@@ -203,7 +208,8 @@ def cold_start(
     kept = [r for r in teacher_records + own_records if sft_ready(r)]
     cfg = SFTConfig(lr=args.sft_lr, max_steps=args.sft_steps, batch_size=args.sft_batch, max_length=2048, seed=0)
     began = time.monotonic()
-    losses = train_sft(model, tokenizer, [r["messages"] for r in kept], cfg, args.device)
+    learn = [passed_answers(r) for r in kept]  # a teacher's deliberately wrong first answer is context only
+    losses = train_sft(model, tokenizer, [r["messages"] for r in kept], cfg, args.device, learn)
     log(f"cold start: SFT on {len(kept)} trajectories, {time.monotonic() - began:.0f} s")
     return {
         "teacher_trajectories": len(teacher_records),
@@ -225,11 +231,14 @@ def train_seed(
     estimator = cold.get("estimator", "trloo")
     cfg = TrainConfig(
         model="cold-start", device=args.device, rollout_dtype=args.rollout_dtype, advantage=estimator, prs=True,
+        temperature=args.temperature,
         mrs=True, samples_per_prompt=args.samples, max_turns=args.turns, max_new_tokens=args.max_new_tokens,
         lr=args.lr, seed=cold["seed"], generate_batch_size=args.batch, prompts_per_step=len(sets["train"]),
         stop_speedup=args.stop_speedup,
     )  # fmt: skip
-    policy = LocalPolicy(model, tokenizer, args.device, 1.0, 1.0, args.max_new_tokens, args.rollout_dtype, args.batch)
+    policy = LocalPolicy(
+        model, tokenizer, args.device, args.temperature, 1.0, args.max_new_tokens, args.rollout_dtype, args.batch
+    )
     trainer = LocalTrainer(cfg, policy, scorer, make_optimizer(cfg, model.parameters()))
     started = time.monotonic()
     record: dict[str, Any] = {"seed": cold["seed"], "estimator": estimator}
@@ -460,6 +469,13 @@ def main(argv: list[str] | None = None) -> int:
         "--batch", type=int, default=128, help="answers generated together (an evaluation's 104 in one batch)"
     )
     parser.add_argument("--lr", type=float, default=5e-6)
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling temperature of every answer (collection, training and evaluations); training's log-probs "
+        "are taken at it too",
+    )
     parser.add_argument(
         "--rollout-dtype",
         default="float16",

@@ -223,7 +223,7 @@ def collect(args: argparse.Namespace) -> int:
 
 def sft(args: argparse.Namespace) -> int:
     """`kernelgym-rl sft`: fine-tune on collected trajectories, the loss on the assistant's tokens only."""
-    from rl_client.collect import read_jsonl, sft_ready
+    from rl_client.collect import passed_answers, read_jsonl, sft_ready
     from rl_client.local.policy import load_pretrained
     from rl_client.sft import SFTConfig, train_sft
 
@@ -242,7 +242,8 @@ def sft(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     model, tokenizer = load_pretrained(args.model, args.gguf_file, args.dtype, args.device)
-    losses = train_sft(model, tokenizer, [r["messages"] for r in records], cfg, args.device)
+    learn = None if args.all_answers else [passed_answers(r) for r in records]
+    losses = train_sft(model, tokenizer, [r["messages"] for r in records], cfg, args.device, learn)
     args.out.mkdir(parents=True, exist_ok=True)
     save(model, tokenizer, args.out)
     (args.out / "sft_losses.json").write_text(json.dumps(losses))
@@ -396,6 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     sf.add_argument("--out", type=Path, required=True, help="the checkpoint directory")
     sf.add_argument("--filter", action="store_true", help="keep only trajectories fit for SFT (see collect)")
     sf.add_argument("--min-speedup", type=float, help="with --filter: the last answer's speedup at least this")
+    sf.add_argument(
+        "--all-answers",
+        action="store_true",
+        help="learn every answer, the failed ones too (default: only the answers the service passed; the others "
+        "stay in the context)",
+    )
     sf.add_argument("--lr", type=float, default=1e-5)
     sf.add_argument("--epochs", type=int, default=1)
     sf.add_argument("--max-steps", type=int)

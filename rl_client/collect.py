@@ -42,6 +42,12 @@ def sft_ready(record: dict[str, Any], min_speedup: float | None = None) -> bool:
     return min_speedup is None or (speedup is not None and speedup >= min_speedup)
 
 
+def passed_answers(record: dict[str, Any]) -> list[bool]:
+    """Per answer of the trajectory, whether the service passed it: what SFT learns by default (`train_sft`'s
+    `learn`), so that a deliberately or accidentally wrong answer is context, not a target."""
+    return [turn["verdict"] == "passed" for turn in record["turns"]]
+
+
 def collect(
     problems: list[Problem],
     samples: int,

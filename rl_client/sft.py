@@ -33,9 +33,13 @@ def _render(tokenizer: Any, messages: Sequence[dict[str, str]], generation_promp
     return tokenizer.apply_chat_template(list(messages), add_generation_prompt=generation_prompt, tokenize=False)
 
 
-def assistant_labels(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[list[int], list[int]]:
+def assistant_labels(
+    tokenizer: Any, messages: Sequence[dict[str, str]], learn: Sequence[bool] | None = None
+) -> tuple[list[int], list[int]]:
     """(token ids of the whole chat, labels): a label is the token itself on an assistant answer, with the
-    end-of-turn text the template puts after it (the model must learn to stop), and IGNORE everywhere else.
+    end-of-turn text the template puts after it (the model must learn to stop), and IGNORE everywhere else. With
+    `learn`, answer k is labelled only where `learn[k]` is true; the others stay in the context, so that a right
+    answer after a wrong one and its feedback is learned as a fix, and the wrong one is not learned at all.
 
     The chat is rendered by the template once per assistant turn, and the text is tokenized in pieces cut at the
     start and the end of each answer: a token never straddles the border between prompt and answer, as in
@@ -56,15 +60,23 @@ def assistant_labels(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tupl
     for k in range(len(cuts) - 1):
         piece = tokenizer.encode(full[cuts[k] : cuts[k + 1]], add_special_tokens=False)
         ids += piece
-        labels += piece if k % 2 == 1 else [IGNORE] * len(piece)  # odd pieces are answers
+        answer = (k - 1) // 2 if k % 2 == 1 else None  # odd pieces are answers
+        learned = answer is not None and (learn is None or (answer < len(learn) and learn[answer]))
+        labels += piece if learned else [IGNORE] * len(piece)
     return ids, labels
 
 
-def examples(tokenizer: Any, chats: Sequence[Sequence[dict[str, str]]], max_length: int) -> list[tuple[list, list]]:
-    """Each chat as (ids, labels), cut to `max_length`; a chat with no answer token left is dropped."""
+def examples(
+    tokenizer: Any,
+    chats: Sequence[Sequence[dict[str, str]]],
+    max_length: int,
+    learn: Sequence[Sequence[bool]] | None = None,
+) -> list[tuple[list, list]]:
+    """Each chat as (ids, labels) (`learn[i]`: which of chat i's answers are learned), cut to `max_length`; a chat
+    with no answer token left is dropped."""
     out = []
-    for messages in chats:
-        ids, labels = assistant_labels(tokenizer, messages)
+    for i, messages in enumerate(chats):
+        ids, labels = assistant_labels(tokenizer, messages, None if learn is None else learn[i])
         ids, labels = ids[:max_length], labels[:max_length]
         if any(label != IGNORE for label in labels[1:]):  # the first token is never predicted
             out.append((ids, labels))
@@ -94,11 +106,16 @@ def assistant_loss(model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def train_sft(
-    model: Any, tokenizer: Any, chats: Sequence[Sequence[dict[str, str]]], cfg: SFTConfig, device: str = "cpu"
+    model: Any,
+    tokenizer: Any,
+    chats: Sequence[Sequence[dict[str, str]]],
+    cfg: SFTConfig,
+    device: str = "cpu",
+    learn: Sequence[Sequence[bool]] | None = None,
 ) -> list[float]:
-    """AdamW on the assistant-token loss, `cfg.epochs` shuffled passes (or `cfg.max_steps` steps); returns the
-    loss of every step."""
-    data = examples(tokenizer, chats, cfg.max_length)
+    """AdamW on the assistant-token loss (of the answers `learn` names, per chat; all without it), `cfg.epochs`
+    shuffled passes (or `cfg.max_steps` steps); returns the loss of every step."""
+    data = examples(tokenizer, chats, cfg.max_length, learn)
     if not data:
         raise ValueError("no chat has an assistant answer to learn from")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id

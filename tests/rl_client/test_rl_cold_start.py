@@ -14,7 +14,7 @@ import torch
 from helpers import bundled_source, char_tokenizer, relu_candidate, serving
 
 from rl_client.cli import main as rl_main
-from rl_client.collect import collect, read_jsonl, sft_ready
+from rl_client.collect import collect, passed_answers, read_jsonl, sft_ready
 from rl_client.prompts import next_turn
 from rl_client.sft import IGNORE, assistant_labels, assistant_loss, collate, examples
 
@@ -59,6 +59,10 @@ def test_only_answer_tokens_are_labelled_hand_checked():
     assert tokenizer.decode(ids) == "<system>s<user>u<assistant>ab<user>f<assistant>c"
     a, b, c = (tokenizer.convert_tokens_to_ids(ch) for ch in "abc")
     assert labels == [IGNORE] * 27 + [a, b] + [IGNORE] * 18 + [c]
+    # The wrong first answer stays in the context, unlearned; a chat with nothing left to learn is dropped.
+    assert assistant_labels(tokenizer, chat, learn=[False, True]) == (ids, [IGNORE] * 47 + [c])
+    first_only = labels[:29] + [IGNORE] * 19
+    assert examples(tokenizer, [chat, chat], 100, learn=[[False, False], [True]]) == [(ids, first_only)]
 
 
 @needs_smollm2
@@ -89,6 +93,7 @@ def test_the_sft_filter_reads_every_turn():
         return {"turns": list(turns)}
 
     assert sft_ready(record(turn("incorrect"), turn("passed", 1.5)))
+    assert passed_answers(record(turn("incorrect"), turn("passed", 1.5))) == [False, True]
     assert not sft_ready(record(turn("passed", 1.5), turn("incorrect")))
     assert not sft_ready(record(turn("rejected"), turn("passed", 1.5)))
     assert not sft_ready(record(turn("passed", 9.0, flags=["huge speedup"])))
@@ -150,7 +155,11 @@ def test_sft_lowers_the_loss_on_the_answers_and_saves_a_loadable_checkpoint(smol
     from rl_client.local.policy import LocalPolicy, load_pretrained
 
     _, tokenizer, path = smollm2
-    records = [{"problem": "p", "messages": CHAT, "turns": []}, {"problem": "q", "messages": CHAT[:3], "turns": []}]
+    failed, passed = {"verdict": "incorrect"}, {"verdict": "passed"}
+    records = [
+        {"problem": "p", "messages": CHAT, "turns": [failed, passed]},
+        {"problem": "q", "messages": CHAT[:3], "turns": [passed]},
+    ]
     data = tmp_path / "sft.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "cold"
