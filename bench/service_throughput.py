@@ -86,11 +86,13 @@ from services.problems import ProblemSet, bundled_kernel, bundled_problems  # no
 from services.stats import median_ci  # noqa: E402
 
 KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
+# The evaluation's own hold of the timing slot, by part, and its hold while a new reference is timed in more processes.
+HELD = ("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks", "timing_reference_processes")
 PHASES = (
     *("start", "load", "precompile", "compile", "first_call", "correctness", "timing", "profile", "total"),
-    *("timing_warm_up", "timing_revalidation", "timing_sampling", "timing_checks"),  # the hold, by part
-    "timing_reference_processes",  # the hold while a new reference is timed in more processes
+    *HELD,
     *("timing_rechecks", "timing_reference_release", "timing_reference_starts"),  # in `timing`, not held
+    "timing_reference_waits",  # in `timing_reference_starts`: for other evaluations' measurements
     *("start_ready_wait", "start_drain"),  # what `start` waited for
     *("memory_wait", "earlier_attempts"),  # outside `total`, on a shared GPU
     "reference_wait",  # for another evaluation's timing of the same new reference
@@ -308,7 +310,7 @@ def new_references(labelled: list[tuple[str, dict]]) -> dict:
         return {"evaluations": 0}
     per_problem = Counter(problem for problem, _ in pairs)
     timed = [r for _, r in pairs]
-    hold = [sum(r["phases"].get(p, 0.0) for p in PHASES if p.startswith("timing_")) for r in timed]
+    hold = [sum(r["phases"].get(p, 0.0) for p in HELD) for r in timed]
     more = [r["phases"].get("timing_reference_processes", 0.0) for r in timed]
     return {
         "evaluations": len(timed),

@@ -84,7 +84,8 @@ class TimingOutcome:
     # waits through it, so each is a cost of the whole GPU's throughput, not of this evaluation alone. Three are not
     # held: `rechecks` (the re-checked calls' copies and the distinct-outputs check, after the slot),
     # `reference_release` (giving back what the further processes do not need) and `reference_starts` (giving
-    # the next reference processes their job, loading them and waiting for the slot between them).
+    # the next reference processes their job, loading them and waiting for the slot between them; `reference_waits`
+    # is the part of it spent waiting for other evaluations' measurements on the device).
     parts_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
     further: FurtherProcesses | None = None
@@ -328,11 +329,12 @@ def time_further_processes(
     began = time.monotonic()
     release()
     released = time.monotonic()
-    others, held = _other_processes(link, record, plan, further.first, further.spare, further.sides)
+    others, held, waited = _other_processes(link, record, plan, further.first, further.spare, further.sides)
     parts = timed.parts_s | {
         "reference_release": released - began,
         "reference_processes": held,
         "reference_starts": time.monotonic() - released - held,
+        "reference_waits": waited,
     }
     accepted = {side: timed.runtimes[side] for side in timed.from_cache}
     return _outcome(link, plan, [further.first, *others], accepted, parts, None)
@@ -427,15 +429,17 @@ def _agreeing(cached: RuntimeStats, tolerance: float) -> tuple[float, float]:
 
 def _other_processes(
     link: Link, record: Record, plan: TimingPlan, first: _Timer, children: list[Child], sides: list[str]
-) -> tuple[list[_Timer], float]:
+) -> tuple[list[_Timer], float, float]:
     """The reference sides timed in more reference children, one after another, from `children` and then one
     more at a time, up to `plan.processes` processes in all (`first`, the evaluation's own, among them) and from
     `reference_min_processes` on only while the mean of their medians is less precise than one median must be:
     each is given its job, loaded and called once outside the timing slot, then warmed up and sampled alone inside
-    it, within its own `timing_timeout_s`. Returns their timers and how long they held the slot, in seconds."""
+    it, within its own `timing_timeout_s`. Returns their timers, how long they held the slot and how long they
+    waited for other evaluations' measurements (for the slot, and for GPU work while loading), in seconds."""
     s = link.settings
     found: list[_Timer] = []
-    held = 0.0
+    held = waited = 0.0
+    shared_waits = link.gpu_waited_s
     children = list(children)
     while 1 + len(found) < plan.processes:
         timers = [first, *found]
@@ -449,8 +453,10 @@ def _other_processes(
         child = children.pop(0) if children else plan.acquire_references(1)[0]
         try:
             child = plan.start_reference(child)
+            asked = time.monotonic()
             with link.slot():
                 began = time.monotonic()
+                waited += began - asked
                 deadline = began + s.timing_timeout_s
                 variants = {side: (child, plan.sides[side][1]) for side in sides}
                 timer = _Timer(link, record, variants, deadline, f"time{len(timers)}", plan.reference_output)
@@ -460,4 +466,4 @@ def _other_processes(
             found.append(timer)
         finally:
             link.retire(child)
-    return found, held
+    return found, held, waited + link.gpu_waited_s - shared_waits

@@ -88,8 +88,10 @@ def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_the
     assert ref.median_ms == pytest.approx(statistics.fmean(ref.process_medians_ms))
     assert result.candidate_runtime.processes == 1
     assert [RuntimeStats.model_validate_json(raw) for raw in store.values()] == [ref]
-    # Outside the hold, giving memory back and starting the processes are told apart.
+    # Outside the hold, giving memory back and starting the processes are told apart, and so are the starts' waits
+    # for other evaluations (none here: the device is this evaluation's alone).
     assert {f"timing_reference_{part}" for part in ("release", "processes", "starts")} <= result.phases.keys()
+    assert 0.0 <= result.phases["timing_reference_waits"] <= result.phases["timing_reference_starts"]
 
 
 def test_a_candidate_rejected_after_its_timing_times_no_further_reference_processes(relu):
