@@ -45,17 +45,17 @@ def footprint_bytes(inputs: int, output: int) -> int:
     """Device memory an evaluation holds at its peak, from the reference's inputs and output (bytes): during
     correctness, the reference child's inputs and output, the candidate child's inputs and two outputs (the
     determinism check keeps both) and the parent's copies of both outputs, with both children's contexts and a
-    third's. A new reference's further timing processes hold less (`further_processes_bytes`): they run one at a
-    time after the candidate child has closed, when the evaluation gives back what they do not need."""
+    third's. A new reference's further timing processes hold less (`further_processes_bytes`): they run after the
+    candidate child has closed, when the evaluation gives back what they do not need."""
     return 2 * inputs + 5 * output + 3 * CHILD_OVERHEAD_BYTES
 
 
-def further_processes_bytes(inputs: int, output: int, loaded: int) -> int:
-    """Device memory an evaluation holds while its reference is timed in further processes, one at a time, after
-    its candidate child has closed: that process's inputs and output, as much again for the reference's
-    intermediates, and, in it and in the evaluation's own reference child (its tensors released), a context and
-    what a loaded reference holds (`loaded`: its model)."""
-    return 2 * (inputs + output) + 2 * (loaded + CHILD_OVERHEAD_BYTES)
+def further_processes_bytes(inputs: int, output: int, loaded: int, together: int = 1) -> int:
+    """Device memory an evaluation holds while its reference is timed in further processes, `together` of them
+    loaded side by side, after its candidate child has closed: each one's inputs and output, as much again for the
+    reference's intermediates, and, in each and in the evaluation's own reference child (its tensors released), a
+    context and what a loaded reference holds (`loaded`: its model)."""
+    return together * 2 * (inputs + output) + (together + 1) * (loaded + CHILD_OVERHEAD_BYTES)
 
 
 def units(need_bytes: int, device_bytes: int) -> int:

@@ -35,7 +35,7 @@ from services.parent.load import (
     load,
     refuse_unparsable,
     start_children,
-    start_reference,
+    start_references,
     static_triage,
 )
 from services.parent.precompile import begin_precompile, finish_precompile
@@ -232,7 +232,11 @@ class Evaluator:
             if timed.further is not None:  # after every check of the candidate: one rejected costs none of it
                 began, sizes = time.monotonic(), (*checked.io_bytes, loaded)
                 timed = time_further_processes(
-                    link, record, plan, timed, lambda: self._before_further_processes(link, held, sizes, diagnostics)
+                    link,
+                    record,
+                    plan,
+                    timed,
+                    lambda n: self._before_further_processes(link, held, sizes, n, diagnostics),
                 )
                 phases["timing"] += time.monotonic() - began
             if opt.timing:
@@ -286,31 +290,38 @@ class Evaluator:
             )
 
     def _before_further_processes(
-        self, link: Link, held: HeldUnits | None, sizes: tuple[int, int, int], diagnostics: Diagnostics
-    ) -> None:
-        """Before the reference is timed in further processes, the evaluation gives back the device memory it no
-        longer needs: the candidate child, done with, closes; the reference child releases its tensors and its
+        self, link: Link, held: HeldUnits | None, sizes: tuple[int, int, int], n: int, diagnostics: Diagnostics
+    ) -> int:
+        """Before the reference is timed in `n` further processes, the evaluation gives back the device memory it
+        no longer needs: the candidate child, done with, closes; the reference child releases its tensors and its
         cache (it may still be kept for the problem's next candidate); this process frees the buffers it received
         their outputs in. On a shared device it then keeps only the units those processes need (`sizes`: the
-        reference's inputs, output and loaded model, in bytes), one at a time, so another evaluation can start.
-        Where fewer units than it holds cover its peak and those processes together, it keeps those and frees
-        nothing first: freeing, and the wait for the candidate child's exit, go through the host's driver in turn
-        with every GPU's processes, and took seconds on a host of four busy GPUs (docs/benchmarks.md)."""
+        reference's inputs, output and loaded model, in bytes), so another evaluation can start. Where fewer units
+        than it holds cover its peak and those processes together, it keeps those and frees nothing first:
+        freeing, and the wait for the candidate child's exit, go through the host's driver in turn with every GPU's
+        processes, and took seconds on a host of four busy GPUs (docs/benchmarks.md). Returns how many of the
+        processes may load side by side: all `n` where the units held cover them so, else one at a time."""
         link.close_candidate()
         # With the device to itself (every unit held, or no units at all), nothing waits beside it.
         shared = held if held is not None and len(held) < MEMORY_UNITS else None
-        if shared is not None:
-            whole = footprint_bytes(*sizes[:2]) + further_processes_bytes(*sizes)
-            if (units := device_memory.units(whole, self._device_bytes())) <= len(shared):
+        if shared is None:
+            link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
+            self._free_receive_buffers(link.device)
+            return n
+        device = self._device_bytes()
+        for together in (n, 1):
+            whole = footprint_bytes(*sizes[:2]) + further_processes_bytes(*sizes, together)
+            if (units := device_memory.units(whole, device)) <= len(shared):
                 shared.keep(units)
                 diagnostics.memory_units_kept = len(shared)
-                return
+                return together
         link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
         self._free_receive_buffers(link.device)
-        if shared is not None:
-            drain_closed_children(every=False)  # the candidate's memory is free before its units are
-            shared.keep(device_memory.units(further_processes_bytes(*sizes), self._device_bytes()))
-            diagnostics.memory_units_kept = len(shared)
+        drain_closed_children(every=False)  # the candidate's memory is free before its units are
+        together = n if device_memory.units(further_processes_bytes(*sizes, n), device) <= len(shared) else 1
+        shared.keep(device_memory.units(further_processes_bytes(*sizes, together), device))
+        diagnostics.memory_units_kept = len(shared)
+        return together
 
     def _free_receive_buffers(self, device: str) -> None:
         """What this process received the children's tensors in goes back to the device, not to an idle cache."""
@@ -425,7 +436,7 @@ def _timing_plan(
         processes=1 if large else (s.cpu_reference_processes if cpu else s.reference_processes if kept else 1),
         placements=s.timing_placements if large else 1,
         acquire_references=lambda n: acquire_references(link, pool, n),
-        start_reference=lambda child: start_reference(link, child, problem),
+        start_references=lambda children: start_references(link, children, problem),
         reference_output=checked.reference_output,
     )
 

@@ -25,6 +25,7 @@ from services.compare import compare_outputs, structure_mismatch, tolerance
 from services.device_lock import TimingSlot
 from services.errors import (
     ChildDied,
+    ChildError,
     ChildTimedOut,
     DeviceMemoryShort,
     EarlyVerdict,
@@ -309,7 +310,7 @@ class Link:
         except ChildTimedOut:
             self.stop_if_cancelled()
             if is_ref:
-                raise ReferenceFailed(f"the reference timed out while {what}") from None
+                raise _reference_failure(ChildTimedOut(), what) from None
             limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
             self.record.check(
                 CheckName.TIME_LIMIT,
@@ -328,19 +329,48 @@ class Link:
         except ChildDied as died:
             self.stop_if_cancelled()
             if is_ref:
-                raise ReferenceFailed(f"the reference process died ({died.reason}) while {what}") from None
+                raise _reference_failure(died, what) from None
             hint = feedback.signal_hint(died.signal_name)
             text = f"The candidate process {died.reason} while {what}" + (f" ({hint})." if hint else ".")
             raise EarlyVerdict(Verdict.CRASHED, text) from None
         except ProtocolError as exc:
             if is_ref:
-                raise ReferenceFailed(f"bad message from the reference: {exc}") from None
+                raise _reference_failure(exc, what) from None
             raise EarlyVerdict(
                 Verdict.CRASHED, f"The candidate process broke the result protocol while {what}: {exc}."
             ) from None
         finally:
             if isinstance(wait, CallDeadline):
                 self.compile_granted_s += wait.compile_s
+        return self._judged(child, command, reply, what, sent), data
+
+    def ask_references(
+        self, children: list[Child], commands: list[Command], expect: type[R], deadline: float, what: str
+    ) -> list[R]:
+        """A command to each of several reference children, all sent before any reply is read, so that the
+        children work side by side; then each reply as `ask` takes it."""
+        assert self.cand not in children  # a candidate's calls run under their own CallDeadline (`ask`)
+        self.stop_if_cancelled()
+        try:
+            with self._gpu_turn(what):
+                deadline += self.gpu_waited_s
+                sent = time.monotonic()
+                for child, command in zip(children, commands, strict=True):
+                    child.post(command_header(command))
+                replies = [decode_reply(expect, child.reply(deadline)[0]) for child in children]
+                self.tally(f"reference.{commands[0].cmd}", time.monotonic() - sent, len(children))
+        except (ChildTimedOut, ChildDied, ProtocolError) as exc:
+            self.stop_if_cancelled()
+            raise _reference_failure(exc, what) from None
+        return [
+            self._judged(child, command, reply, what, sent)
+            for child, command, reply in zip(children, commands, replies, strict=True)
+        ]
+
+    def _judged(self, child: Child, command: Command, reply: R, what: str, sent: float) -> R:
+        """A decoded reply, once what it says of its child is taken into account: a reference call's time, the
+        candidate's compilation and guards, a sandbox violation, a failure reported (a verdict, or ReferenceFailed)."""
+        is_ref = child is not self.cand
         if is_ref and isinstance(command, Call):
             self.reference_call_s = max(self.reference_call_s, time.monotonic() - sent)
         if not is_ref:
@@ -359,7 +389,7 @@ class Link:
                 raise ReferenceFailed(f"{who} failed while {context}:\n{tb}")
             verdict = Verdict.COMPILE_ERROR if reply.error == "compile_error" else Verdict.RUNTIME_ERROR
             raise EarlyVerdict(verdict, f"Error while {context}:\n{tb}")
-        return reply, data
+        return reply
 
     def release(self, deadline: float, *children: Child, trim: bool = False) -> None:
         for child in children or (self.ref, self.cand):
@@ -473,6 +503,15 @@ class Link:
         specs = tensors.tensor_specs(structure)
         atol, rtol = self.tol(specs[0][0] if specs else torch.float32)
         return {"structure_matches": True, "mismatched_elements": 0, "atol": atol, "rtol": rtol}
+
+
+def _reference_failure(exc: ChildError, what: str) -> ReferenceFailed:
+    """A reference child's fault while `what`, as the request's: its code, never the machine's."""
+    if isinstance(exc, ChildTimedOut):
+        return ReferenceFailed(f"the reference timed out while {what}")
+    if isinstance(exc, ChildDied):
+        return ReferenceFailed(f"the reference process died ({exc.reason}) while {what}")
+    return ReferenceFailed(f"bad message from the reference: {exc}")
 
 
 def _kept_structure(h: Called, part: Kept) -> Structure | None:

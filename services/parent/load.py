@@ -23,7 +23,17 @@ from services.parent.record import Record
 from services.parent.references import KeptReferences
 from services.parsing import parse
 from services.problems import Problem
-from services.protocol.messages import START_NO_DEVICE_MEMORY, Call, Called, Load, Loaded, command_header
+from services.protocol.messages import (
+    START_NO_DEVICE_MEMORY,
+    Call,
+    Called,
+    Command,
+    Load,
+    Loaded,
+    Release,
+    Released,
+    command_header,
+)
 from services.sandbox import Child, ChildPool
 from services.schema import Check, CheckName, Verdict
 from services.static import triage
@@ -109,20 +119,25 @@ def acquire_references(link: Link, pool: ChildPool, n: int) -> list[Child]:
     return children
 
 
-def start_reference(link: Link, child: Child, problem: Problem) -> Child:
-    """Give one of those children the reference's job, load it and run it once; the child that runs it
-    (`start_job`). The call, outside the timing slot, is what a fresh process does first and once: its inputs' and
-    outputs' device memory (kept in its allocator's cache for the timed calls) and the first launch of each of its
-    kernels, which loads the kernel's module (and makes cuDNN's handle for a convolution). Inside the slot the device
-    would idle while they wait for the host's driver, which on a host of several busy GPUs takes such work in turn."""
+def start_references(link: Link, children: list[Child], problem: Problem) -> list[Child]:
+    """Give those children the reference's job, load it and run it once in each, side by side; the children that
+    run it (`start_job`). The call, outside the timing slot, is what a fresh process does first and once: its
+    inputs' and outputs' device memory (kept in its allocator's cache for the timed calls) and the first launch of
+    each of its kernels, which loads the kernel's module (and makes cuDNN's handle for a convolution). Inside the
+    slot the device would idle while they wait for the host's driver, which on a host of several busy GPUs takes
+    such work in turn; side by side, each process's waits overlap the others'."""
     t = time.monotonic()
-    child = start_job(link, child, "reference", problem.source, None, t + link.settings.child_start_timeout_s)
+    started = [
+        start_job(link, child, "reference", problem.source, None, t + link.settings.child_start_timeout_s)
+        for child in children
+    ]
     deadline = time.monotonic() + link.settings.load_timeout_s
-    link.ask(child, Load(), Loaded, deadline, "loading the reference")
+    link.ask_references(started, [Load()] * len(started), Loaded, deadline, "loading the reference")
     deadline = time.monotonic() + link.settings.correctness_timeout_s
-    link.ask(child, Call(seed=link.seed("further", child.proc.pid)), Called, deadline, "running the reference")
-    link.release(deadline, child)
-    return child
+    calls: list[Command] = [Call(seed=link.seed("further", child.proc.pid)) for child in started]
+    link.ask_references(started, calls, Called, deadline, "running the reference")
+    link.ask_references(started, [Release()] * len(started), Released, deadline, "releasing tensors")
+    return started
 
 
 def start_job(link: Link, child: Child, role: str, reference: str, candidate: str | None, deadline: float) -> Child:

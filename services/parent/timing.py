@@ -49,8 +49,8 @@ from services.settings import EvalSettings
 @dataclass(frozen=True)
 class TimingPlan:
     """Which sides to time (side -> which child, which variant), their stored statistics, the wall cap of one
-    sampling loop, how many processes a reference side is timed in, how to take and start more reference
-    children, and the structure of the reference's output in the correctness trials (re-checks receive the
+    sampling loop, how many processes a reference side is timed in, how to take more reference children and start
+    them (side by side), and the structure of the reference's output in the correctness trials (re-checks receive the
     candidate's outputs into buffers of that structure)."""
 
     sides: dict[str, tuple[str, Variant]]
@@ -59,7 +59,7 @@ class TimingPlan:
     processes: int
     placements: int  # of each side's inputs, in the evaluation's own children
     acquire_references: Callable[[int], list[Child]]
-    start_reference: Callable[[Child], Child]
+    start_references: Callable[[list[Child]], list[Child]]
     reference_output: Structure | None
 
 
@@ -318,18 +318,18 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
 
 
 def time_further_processes(
-    link: Link, record: Record, plan: TimingPlan, timed: TimingOutcome, release: Callable[[], None]
+    link: Link, record: Record, plan: TimingPlan, timed: TimingOutcome, release: Callable[[int], int]
 ) -> TimingOutcome:
     """Finish a new reference's timing in the more processes `timed.further` names (set: `timing` left them). The
     evaluator runs this after the candidate's last stage, so that a candidate rejected there costs none of it;
-    `release` first frees the evaluation's own children's device memory (and, on a shared device, the share of it
-    that they alone needed: these processes run one at a time)."""
+    `release(n)` first frees the evaluation's own children's device memory (and, on a shared device, the share of
+    it that the further processes alone need) and says how many of the `n` children taken may load side by side."""
     further = timed.further
     assert further is not None  # the caller times further processes only where `timing` left some
     began = time.monotonic()
-    release()
+    together = release(len(further.spare))
     released = time.monotonic()
-    others, held, waited = _other_processes(link, record, plan, further.first, further.spare, further.sides)
+    others, held, waited = _other_processes(link, record, plan, further.first, further.spare, further.sides, together)
     parts = timed.parts_s | {
         "reference_release": released - began,
         "reference_processes": held,
@@ -428,42 +428,61 @@ def _agreeing(cached: RuntimeStats, tolerance: float) -> tuple[float, float]:
 
 
 def _other_processes(
-    link: Link, record: Record, plan: TimingPlan, first: _Timer, children: list[Child], sides: list[str]
+    link: Link,
+    record: Record,
+    plan: TimingPlan,
+    first: _Timer,
+    children: list[Child],
+    sides: list[str],
+    together: int,
 ) -> tuple[list[_Timer], float, float]:
-    """The reference sides timed in more reference children, one after another, from `children` and then one
-    more at a time, up to `plan.processes` processes in all (`first`, the evaluation's own, among them) and from
-    `reference_min_processes` on only while the mean of their medians is less precise than one median must be:
-    each is given its job, loaded and called once outside the timing slot, then warmed up and sampled alone inside
-    it, within its own `timing_timeout_s`. Returns their timers, how long they held the slot and how long they
-    waited for other evaluations' measurements (for the slot, and for GPU work while loading), in seconds."""
-    s = link.settings
+    """The reference sides timed in more reference children, from `children` and then one more at a time, up to
+    `plan.processes` processes in all (`first`, the evaluation's own, among them) and from
+    `reference_min_processes` on only while the mean of their medians is less precise than one median must be.
+    The first `together` of `children` are given their job, loaded and called once side by side outside the timing
+    slot, then warmed up and sampled one after another within one hold of it; any more, one at a time. Each times
+    within its own `timing_timeout_s`. Returns their timers, how long they held the slot and how long they waited
+    for other evaluations' measurements (for the slot, and for GPU work while loading), in seconds."""
     found: list[_Timer] = []
     held = waited = 0.0
     shared_waits = link.gpu_waited_s
     children = list(children)
-    while 1 + len(found) < plan.processes:
-        timers = [first, *found]
-        if len(timers) >= s.reference_min_processes and all(
-            stats.pool_precise(
-                [t.samples[side] for t in timers], s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks
-            )
-            for side in sides
-        ):
-            break
-        child = children.pop(0) if children else plan.acquire_references(1)[0]
+    while not _enough_processes(link, plan, [first, *found], sides):
+        batch, children = children[: max(1, together)], children[max(1, together) :]
+        batch = batch or plan.acquire_references(1)
         try:
-            child = plan.start_reference(child)
+            batch = plan.start_references(batch)
             asked = time.monotonic()
             with link.slot():
                 began = time.monotonic()
                 waited += began - asked
-                deadline = began + s.timing_timeout_s
-                variants = {side: (child, plan.sides[side][1]) for side in sides}
-                timer = _Timer(link, record, variants, deadline, f"time{len(timers)}", plan.reference_output)
-                block, min_calls = timer.warm_up(plan.cap_s)
-                timer.sample(sides, block, min_calls, plan.cap_s)
+                for child in batch:
+                    if _enough_processes(link, plan, [first, *found], sides):
+                        break
+                    found.append(_time_process(link, record, plan, child, sides, len(found) + 1))
                 held += time.monotonic() - began
-            found.append(timer)
         finally:
-            link.retire(child)
+            for child in batch:
+                link.retire(child)
     return found, held, waited + link.gpu_waited_s - shared_waits
+
+
+def _enough_processes(link: Link, plan: TimingPlan, timers: list[_Timer], sides: list[str]) -> bool:
+    """All `plan.processes`, or from `reference_min_processes` on, each side's mean of medians precise enough."""
+    s = link.settings
+    if len(timers) >= plan.processes:
+        return True
+    return len(timers) >= s.reference_min_processes and all(
+        stats.pool_precise([t.samples[side] for t in timers], s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
+        for side in sides
+    )
+
+
+def _time_process(link: Link, record: Record, plan: TimingPlan, child: Child, sides: list[str], n: int) -> _Timer:
+    """The reference sides warmed up and sampled in one further process (the `n`th), within `timing_timeout_s`."""
+    deadline = time.monotonic() + link.settings.timing_timeout_s
+    variants = {side: (child, plan.sides[side][1]) for side in sides}
+    timer = _Timer(link, record, variants, deadline, f"time{n}", plan.reference_output)
+    block, min_calls = timer.warm_up(plan.cap_s)
+    timer.sample(sides, block, min_calls, plan.cap_s)
+    return timer

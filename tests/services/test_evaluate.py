@@ -499,6 +499,8 @@ def test_a_new_references_further_processes_need_less_of_the_device_than_its_eva
     # One further process's inputs and output, as much again for intermediates, and in it and the evaluation's own
     # reference child a context and the loaded model each.
     assert further_processes_bytes(gb, 2 * gb, gb // 4) == 6 * gb + 2 * (gb // 4 + CHILD_OVERHEAD_BYTES)
+    # Two loaded side by side: the tensors of each, and a context and a model in each and in the evaluation's own.
+    assert further_processes_bytes(gb, 2 * gb, gb // 4, 2) == 12 * gb + 3 * (gb // 4 + CHILD_OVERHEAD_BYTES)
     # level1/19_ReLU at its published sizes (20 units, 12 for these): what the evaluation gives back lets another
     # of its problem in beside.
     relu, h100 = 6_442_450_944, 80 * gb

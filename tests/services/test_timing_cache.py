@@ -19,6 +19,7 @@ from services import timing_cache
 from services.errors import EvaluationCancelled
 from services.evaluator import Evaluator, environment
 from services.parent.timing import _revalidate
+from services.problems import Problem
 from services.schema import CheckName, Environment, EvalOptions, RuntimeStats, Verdict
 from services.settings import EvalSettings
 from services.timing_cache import MemoryTimingStore, timing_key
@@ -92,6 +93,24 @@ def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_the
     # for other evaluations (none here: the device is this evaluation's alone).
     assert {f"timing_reference_{part}" for part in ("release", "processes", "starts")} <= result.phases.keys()
     assert 0.0 <= result.phases["timing_reference_waits"] <= result.phases["timing_reference_starts"]
+
+
+def test_a_new_references_further_processes_load_side_by_side(relu):
+    # Loading a further process waits on the host (on a busy multi-GPU host, for the driver); side by side, the
+    # processes' waits overlap: two whose reference takes 1 s to construct start in about 1 s, not 2.
+    slow = Problem(
+        "level1/relu_slow_init",
+        relu.source.replace("super().__init__()", "super().__init__()\n        import time\n        time.sleep(1.0)"),
+    )
+    assert slow.source != relu.source
+    settings = EvalSettings(
+        correctness_trials=1, warm_children=3, cpu_reference_processes=3, target_ci_rel=1e-12, reference_min_processes=3
+    )
+    with Evaluator(settings) as ev:
+        result = ev.evaluate(slow, unique(bundled_source("level1/1_ReLU")), CPU, MemoryTimingStore()).result
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert result.reference_runtime.processes == 3
+    assert 1.0 <= result.phases["timing_reference_starts"] < 1.8, result.phases
 
 
 def test_a_candidate_rejected_after_its_timing_times_no_further_reference_processes(relu):
