@@ -249,9 +249,10 @@ def mean_rates(rows: list[dict]) -> dict[str, float]:
 
 
 def step_summary(rows: list[dict]) -> dict:
-    """Each mode's rate against the one-GPU mode of its settings (and which placements were slow), each GPU
-    count's and settings' mean rate over its modes, and (with several modes) how far each problem's median speedup
-    moved from the first mode's (service_throughput.summary)."""
+    """Each mode's rate against the one-GPU mode of its settings (with its new references' further processes'
+    start and waits, and which placements were slow), each GPU count's and settings' mean rate over its modes, and
+    (with several modes) how far each problem's median speedup moved from the first mode's
+    (service_throughput.summary)."""
     one: dict[str, float] = {}  # settings -> the rate of their first one-GPU mode
     for r in rows:
         if r["gpus"] == 1:
@@ -263,6 +264,9 @@ def step_summary(rows: list[dict]) -> dict:
             "per_minute": r["per_minute"],
             "per_minute_per_gpu": r["per_minute_per_gpu"],
             "vs_one_gpu": round(r["per_minute"] / one[r["settings"]], 2) if r["settings"] in one else None,
+            # A new reference's further processes: starting them, and the part of it spent waiting (medians, s).
+            "reference_starts_s": r["phase_median_s"].get("timing_reference_starts"),
+            "reference_waits_s": r["phase_median_s"].get("timing_reference_waits"),
             "problems_right": f"{r['problem_check']['right']}/{r['problem_check']['problems']}",
             "unexpected_verdicts": len(r["not_passed"]),
             "placements": r["placements"],

@@ -65,6 +65,8 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     assert (fresh["problems"], fresh["timed_more_than_once"], fresh["processes"]) == (2, [], {"2": 2}), fresh
     assert 0 < fresh["more_processes_s"]["median"] <= fresh["whole_hold_s"]["median"], fresh
     assert other["new_references"] == {"evaluations": 0}  # one process: none timed in more
+    further, alone = modes["step-gpus-1-settings-0"], modes["step-gpus-1-settings-1"]
+    assert 0 <= further["reference_waits_s"] <= further["reference_starts_s"] and alone["reference_starts_s"] is None
 
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line.get("mode") for line in lines[1:-1]] == list(modes) and "summary" in lines[-1]
