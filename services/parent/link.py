@@ -307,10 +307,10 @@ class Link:
                 header, data = child.request(command_header(command), wait, payloads)
                 self.tally(f"{'reference' if is_ref else 'candidate'}.{command.cmd}", time.monotonic() - sent)
             reply = decode_reply(expect, header)
-        except ChildTimedOut:
+        except ChildTimedOut as timed_out:
             self.stop_if_cancelled()
             if is_ref:
-                raise _reference_failure(ChildTimedOut(), what) from None
+                raise _reference_failure(timed_out, what) from None
             limit_s = wait.base + wait.compile_s - sent if isinstance(wait, CallDeadline) else deadline - sent
             self.record.check(
                 CheckName.TIME_LIMIT,
