@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from rl_client.local.policy import pad_id
+
 IGNORE = -100  # the label that takes a token out of the loss (Hugging Face's cross-entropy convention)
 
 
@@ -118,7 +120,7 @@ def train_sft(
     data = examples(tokenizer, chats, cfg.max_length, learn)
     if not data:
         raise ValueError("no chat has an assistant answer to learn from")
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    pad = pad_id(tokenizer)
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr)

@@ -41,6 +41,11 @@ def load_pretrained(
     return model, tokenizer
 
 
+def pad_id(tokenizer: Any) -> int:
+    """The tokenizer's padding id, else its EOS (what fills a padded row never reaches a real token)."""
+    return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+
 class LocalPolicy:
     def __init__(
         self,
@@ -98,7 +103,7 @@ class LocalPolicy:
         return answers, samples
 
     def _sample(self, prompts: list[list[int]]) -> list[tuple[list[int], list[int], torch.Tensor]]:
-        pad = self._pad_id()
+        pad = pad_id(self.tokenizer)
         width = max(map(len, prompts))
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
@@ -112,11 +117,6 @@ class LocalPolicy:
             end = next((i + 1 for i, token in enumerate(response) if token in stop), len(response))
             results.append((prompt, response[:end], logprobs[row, :end].clone()))
         return results
-
-    def _pad_id(self) -> int:
-        """The tokenizer's padding id, else its EOS (what fills a padded row never reaches a real token)."""
-        pad = self.tokenizer.pad_token_id
-        return pad if pad is not None else self.tokenizer.eos_token_id
 
     def _stop_ids(self) -> tuple[int, ...]:
         """The model's EOS ids (its generation config's, as `generate` stops on) and the tokenizer's, which ends
@@ -157,7 +157,7 @@ class LocalPolicy:
         kept from the first position any response needs."""
         seqs = [s.prompt_ids + s.response_ids for s in samples]
         width = max(map(len, seqs))
-        pad = self._pad_id()
+        pad = pad_id(self.tokenizer)
         ids = torch.tensor([q + [pad] * (width - len(q)) for q in seqs], device=self.device)
         positions = torch.arange(width, device=self.device).expand(len(seqs), width)
         first = min(len(s.prompt_ids) for s in samples) - 1  # the logits at position p - 1 predict token p

@@ -446,9 +446,9 @@ def _other_processes(
     found: list[_Timer] = []
     held = waited = 0.0
     shared_waits = link.gpu_waited_s
-    children = list(children)
+    children, size = list(children), max(1, together)
     while not _enough_processes(link, plan, [first, *found], sides):
-        batch, children = children[: max(1, together)], children[max(1, together) :]
+        batch, children = children[:size], children[size:]
         batch = batch or plan.acquire_references(1)
         try:
             batch = plan.start_references(batch)
