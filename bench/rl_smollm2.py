@@ -206,11 +206,14 @@ def cold_start(
         f"({spent.get('generate_s', 0.0):.0f} s generating)"
     )
     kept = [r for r in teacher_records + own_records if sft_ready(r)]
-    cfg = SFTConfig(lr=args.sft_lr, max_steps=args.sft_steps, batch_size=args.sft_batch, max_length=2048, seed=0)
+    cfg = SFTConfig(
+        lr=args.sft_lr, max_steps=args.sft_steps, batch_size=args.sft_batch, max_length=2048, seed=0,
+        stop_loss=args.sft_stop_loss,
+    )  # fmt: skip
     began = time.monotonic()
     learn = [passed_answers(r) for r in kept]  # a teacher's deliberately wrong first answer is context only
     losses = train_sft(model, tokenizer, [r["messages"] for r in kept], cfg, args.device, learn)
-    log(f"cold start: SFT on {len(kept)} trajectories, {time.monotonic() - began:.0f} s")
+    log(f"cold start: SFT on {len(kept)} trajectories, {len(losses)} steps, {time.monotonic() - began:.0f} s")
     return {
         "teacher_trajectories": len(teacher_records),
         "smollm2_trajectories": len(own_records),
@@ -488,7 +491,14 @@ def main(argv: list[str] | None = None) -> int:
         help="runs (seed, estimator) trained at once, each in its own process (default: all on a GPU, 1 on CPU)",
     )
     parser.add_argument("--cold-samples", type=int, default=4, help="teacher episodes per training problem")
-    parser.add_argument("--sft-steps", type=int, default=30)
+    parser.add_argument("--sft-steps", type=int, default=120, help="the cold start's most steps")
+    parser.add_argument(
+        "--sft-stop-loss",
+        type=float,
+        default=0.03,
+        help="the cold start ends once its last 4 steps' mean loss is at most this: a partial cold start, which "
+        "leaves training something to learn (0: every step of --sft-steps)",
+    )
     parser.add_argument("--sft-lr", type=float, default=2e-5)
     parser.add_argument(
         "--sft-batch", type=int, default=8, help="chats per SFT step (logits of 49k tokens each: 1 on a CPU)"

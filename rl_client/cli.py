@@ -240,6 +240,7 @@ def sft(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_length=args.max_length,
         seed=args.seed,
+        stop_loss=args.stop_loss,
     )
     model, tokenizer = load_pretrained(args.model, args.gguf_file, args.dtype, args.device)
     learn = None if args.all_answers else [passed_answers(r) for r in records]
@@ -406,6 +407,11 @@ def main(argv: list[str] | None = None) -> int:
     sf.add_argument("--lr", type=float, default=1e-5)
     sf.add_argument("--epochs", type=int, default=1)
     sf.add_argument("--max-steps", type=int)
+    sf.add_argument(
+        "--stop-loss",
+        type=float,
+        help="stop once the mean loss of the last 4 steps is at most this (a partial cold start)",
+    )
     sf.add_argument("--batch-size", type=int, default=4)
     sf.add_argument("--max-length", type=int, default=4096)
     sf.add_argument("--device", default="cpu")

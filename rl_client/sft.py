@@ -18,6 +18,7 @@ import torch
 from rl_client.local.policy import pad_id
 
 IGNORE = -100  # the label that takes a token out of the loss (Hugging Face's cross-entropy convention)
+STOP_WINDOW = 4  # steps whose mean loss `SFTConfig.stop_loss` is held to: one batch's loss is too noisy to stop on
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,14 @@ class SFTConfig:
     max_length: int = 4096  # tokens; longer chats are cut at the end
     max_grad_norm: float = 1.0
     seed: int = 0
+    stop_loss: float | None = None  # stop once the last STOP_WINDOW steps' mean loss is at most this
+
+
+def settled(losses: Sequence[float], stop_loss: float, window: int = STOP_WINDOW) -> bool:
+    """Whether the last `window` steps' mean loss is at most `stop_loss`: a cold start that must leave the policy
+    something to learn stops at a loss rather than after a fixed number of steps, whose effect depends on the data,
+    the batch and the learning rate."""
+    return len(losses) >= window and sum(losses[-window:]) / window <= stop_loss
 
 
 def _render(tokenizer: Any, messages: Sequence[dict[str, str]], generation_prompt: bool) -> str:
@@ -116,7 +125,8 @@ def train_sft(
     learn: Sequence[Sequence[bool]] | None = None,
 ) -> list[float]:
     """AdamW on the assistant-token loss (of the answers `learn` names, per chat; all without it), `cfg.epochs`
-    shuffled passes (or `cfg.max_steps` steps); returns the loss of every step."""
+    shuffled passes (or `cfg.max_steps` steps), ending early once `settled` at `cfg.stop_loss`; returns the loss of
+    every step."""
     data = examples(tokenizer, chats, cfg.max_length, learn)
     if not data:
         raise ValueError("no chat has an assistant answer to learn from")
@@ -137,4 +147,6 @@ def train_sft(
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
             optimizer.step()
             losses.append(loss.item())
+            if cfg.stop_loss is not None and settled(losses, cfg.stop_loss):
+                return losses
     return losses

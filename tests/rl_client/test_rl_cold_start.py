@@ -16,7 +16,7 @@ from helpers import bundled_source, char_tokenizer, relu_candidate, serving
 from rl_client.cli import main as rl_main
 from rl_client.collect import collect, passed_answers, read_jsonl, sft_ready
 from rl_client.prompts import next_turn
-from rl_client.sft import IGNORE, assistant_labels, assistant_loss, collate, examples
+from rl_client.sft import IGNORE, assistant_labels, assistant_loss, collate, examples, settled
 
 RELU = "level1/1_ReLU"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -83,6 +83,12 @@ def test_smollm2_labels_are_the_answers_and_their_end_of_turn(smollm2):
     )
     batch = collate(examples(tokenizer, [CHAT, CHAT[:3]], max_length=10_000), tokenizer.pad_token_id, "cpu")
     assert (batch["labels"][1, batch["attention_mask"][1] == 0] == IGNORE).all()  # padding is never a target
+
+
+def test_sft_settles_on_the_last_four_steps_mean_loss_hand_checked():
+    assert not settled([0.1, 0.1, 0.1], 0.5)  # fewer steps than the window
+    assert settled([2.0, 0.4, 0.5, 0.3, 0.2], 0.35)  # (0.4 + 0.5 + 0.3 + 0.2) / 4 = 0.35
+    assert not settled([0.1, 0.1, 0.1, 0.6], 0.2)  # one noisy batch lifts the mean to 0.225
 
 
 def test_the_sft_filter_reads_every_turn():
@@ -167,6 +173,10 @@ def test_sft_lowers_the_loss_on_the_answers_and_saves_a_loadable_checkpoint(smol
     assert rl_main([*args, "--lr", "1e-4", "--max-steps", "4", "--batch-size", "2"]) == 0
     losses = json.loads((out / "sft_losses.json").read_text())
     assert len(losses) == 4 and losses[-1] < 0.7 * losses[0]  # each step sees the same two chats
+    target = 0.5 * losses[0]
+    assert rl_main([*args, "--lr", "1e-4", "--max-steps", "40", "--batch-size", "2", "--stop-loss", str(target)]) == 0
+    settling = json.loads((out / "sft_losses.json").read_text())
+    assert len(settling) < 40 and settled(settling, target) and not settled(settling[:-1], target)
 
     batch = collate(examples(tokenizer, [CHAT], 10_000), tokenizer.pad_token_id, "cpu")
     trained, trained_tokenizer = load_pretrained(str(out))
