@@ -65,8 +65,9 @@
 #                                      # other GPU or on RL_WORKER_GPUS, e.g. 0,1), its budget RL_BUDGET_S (default
 #                                      # 380, the evaluations after training included; the step's limit is 70 s
 #                                      # more); RL_ARGS: more of its options (e.g. "--temperature 0.7");
-#                                      # RL_MISMATCH=0 leaves out the dtype measure (~45 s); its progress
-#                                      # lines (timestamped) are printed
+#                                      # RL_MISMATCH=0 leaves out the dtype measure (~45 s); RL_COLD_START=1
+#                                      # first runs bench/rl_cold_start.py at RL_COLD_CHECKPOINTS (SFT steps,
+#                                      # default 3,6,9,15,20,40); its progress lines (timestamped) are printed
 #   bench/gpu_acceptance.sh 24 "$OUT"  # (KB required) WALL_PROBLEMS (default level1/94_MSELoss, 96_HuberLoss) on
 #                                      # each GPU of GPUS (default "0 1") in turn, WALL_TIMES evaluations each
 #                                      # (default 4), the reference timed afresh every time
@@ -279,6 +280,11 @@ case $part in
     [ -n "${MODEL_DIR:-}" ] && model=(--model-dir "$MODEL_DIR")
     workers=()
     [ -n "${RL_WORKER_GPUS:-}" ] && workers=(--worker-gpus "$RL_WORKER_GPUS")
+    if [ "${RL_COLD_START:-0}" = 1 ]; then
+        step rl_cold_start 300 "$py" bench/rl_cold_start.py --checkpoints "${RL_COLD_CHECKPOINTS:-3,6,9,15,20,40}" \
+            "${model[@]}" --out "$out/rl_cold_start.json"
+        grep '^{' "$out/rl_cold_start.log"
+    fi
     if [ "${RL_MISMATCH:-1}" = 1 ]; then
         step rl_mismatch 120 "$py" bench/rl_mismatch.py --answers 16 --max-new-tokens 256 --temperatures 1.0 "${model[@]}"
         grep '^{' "$out/rl_mismatch.log"
