@@ -257,7 +257,8 @@ def train_seed(
         curve.append({"step": step, **{k: v for k, v in m.items() if not isinstance(v, float) or math.isfinite(v)}})
         elapsed = time.monotonic() - started
         log(f"seed {cold['seed']} {estimator} step {step}: correct {m['correct/turn1']:.2f}, "
-            f"fast@1.2 {m['fast_1.2']:.2f}, MRS kept {m['mrs/kept']:.2f}, generating {m['time/generate_s']:.0f} s, "
+            f"fast@1.2 {m['fast_1.2']:.2f}, no code {m['no_code']:.2f}, MRS kept {m['mrs/kept']:.2f}, "
+            f"generating {m['time/generate_s']:.0f} s, "
             f"scoring {m['time/score_s']:.0f} s, update {m['time/update_s']:.0f} s, {elapsed:.0f} s")  # fmt: skip
         if elapsed + step_s + evaluations_s > budget_s:
             break

@@ -252,6 +252,7 @@ class LocalTrainer:
             m[f"correct/turn{t + 1}"] = _mean(batch.correct[:, t], judged[:, t])
         turns = [t.outcome for ep in batch.episodes for t in ep.turns if not t.outcome.service_fault]
         m["fast_1.2"] = fast_p(((o.correct, o.speedup) for o in turns), 1.2)
+        m["no_code"] = sum(o.verdict is None for o in turns) / len(turns) if turns else math.nan  # never sent
         cov = batch.coverage[~torch.isnan(batch.coverage)]
         m["coverage/mean"] = cov.mean().item() if cov.numel() else math.nan
         m["rejected/verdict"] = _mean(batch.rejected, judged)

@@ -74,6 +74,7 @@ def test_two_training_steps_against_the_live_service(stack, problems, tmp_path):
     rewards = [s[f"reward/turn{t}"] for s in steps for t in (1, 2)]
     assert any(r > 0 for r in rewards), "no kernel passed: rewards never arrived"
     assert all(s["advantage/finite"] == 1.0 for s in steps)
+    assert all(0.0 <= s["no_code"] < 1.0 for s in steps)  # some turn's code reached the service each step
     assert any(s["advantage/abs_mean"] > 0 and s["train/rows"] > 0 for s in steps)
     trained = GPT2LMHeadModel.from_pretrained(tmp_path / "run" / "final")
     changed = [k for k, v in trained.state_dict().items() if k in before and not torch.equal(v, before[k])]
