@@ -107,20 +107,31 @@ class LocalStack:
             _stop(self.redis_proc, sig)
 
     # -- gateway and workers -------------------------------------------------------------------------
-    def start_gateway(self, timeout: float = 60.0, **env: str) -> None:
+    def start_gateway(self, timeout: float = 60.0, attempts: int = 3, **env: str) -> None:
+        """The gateway, healthy. Another process can take the free port between `free_port` and the gateway's bind
+        (tests start many stacks at once): the gateway then exits at once, and starts again on a fresh port."""
         env.setdefault("KERNELGYM_DEV_MODE", "true")
         args = [sys.executable, "-m", "kernelgym", "serve"]
-        self.gateway_proc = self._spawn(args, "gateway.log", self.env(**env))
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if httpx.get(self.base_url + "/healthz", timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.gateway_proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the gateway did not start; see {self.dir / 'gateway.log'}")
-            time.sleep(0.1)
+        log = self.dir / "gateway.log"
+        for attempt in range(1, attempts + 1):
+            start = log.stat().st_size if log.exists() else 0
+            self.gateway_proc = self._spawn(args, "gateway.log", self.env(**env))
+            deadline = time.monotonic() + timeout
+            while self.gateway_proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    # Alive and answering: a 200 from whatever else holds the port does not count.
+                    healthy = httpx.get(self.base_url + "/healthz", timeout=2).status_code == 200
+                    if healthy and self.gateway_proc.poll() is None:
+                        return
+                except httpx.TransportError:
+                    pass
+                time.sleep(0.1)
+            with open(log, "rb") as f:
+                f.seek(start)
+                taken = b"address already in use" in f.read()
+            if not (taken and attempt < attempts):
+                raise RuntimeError(f"the gateway did not start; see {log}")
+            self.gateway_port = free_port()
 
     def start_worker(self, gpu: int | None = None, **env: str) -> subprocess.Popen:
         n = len(self.workers)

@@ -1,11 +1,13 @@
 """Faults of the service's parts, each against its own live stack: a worker killed mid-evaluation, an
-evaluation whose worker keeps dying, Redis restarted with evaluations queued (and a client waiting on one)."""
+evaluation whose worker keeps dying, Redis restarted with evaluations queued (and a client waiting on one), a
+gateway port taken by another process before the gateway could bind it."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +38,22 @@ def make_stack(tmp_path):
     yield make
     for s in stacks:
         s.close()
+
+
+def test_a_gateway_whose_port_another_process_took_starts_on_a_fresh_one(tmp_path):
+    stack = LocalStack(tmp_path / "stack", env=WORKER_ENV)
+    try:
+        stack.start_redis()
+        taken = stack.gateway_port
+        with socket.socket() as squatter:  # listens and never answers, as a busy neighbour's socket would
+            squatter.bind(("127.0.0.1", taken))
+            squatter.listen()
+            stack.start_gateway()
+            assert stack.gateway_port != taken
+            assert httpx.get(stack.base_url + "/healthz", timeout=5).status_code == 200
+        assert b"address already in use" in (tmp_path / "stack" / "gateway.log").read_bytes()
+    finally:
+        stack.close()
 
 
 def job_of(stack: LocalStack, evaluation_id: str) -> str:
