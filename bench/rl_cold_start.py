@@ -24,7 +24,7 @@ import rl_smollm2 as smol  # the problems, the teacher's answers and the GGUF's 
 
 from rl_client.collect import local_generator
 from rl_client.local.policy import LocalPolicy, load_pretrained
-from rl_client.prompts import SYSTEM, extract_code, first_turn
+from rl_client.prompts import extract_code, opening
 from rl_client.sft import SFTConfig, train_sft
 
 STORED = re.compile(r"tl\.store\(out_ptr \+ offs, (.*), mask=mask\)")
@@ -47,14 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     train = smol.own_problems(smol.OWN_TRAIN, "64, 128")
     held_out = smol.own_problems(smol.OWN_HELD_OUT, "64, 128")
     teacher = smol.teacher_answers()
-    chats = [
-        [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": first_turn(p.reference)},
-            {"role": "assistant", "content": teacher[p.id][1]},
-        ]
-        for p in train
-    ]
+    chats = [[*opening(p.reference), {"role": "assistant", "content": teacher[p.id][1]}] for p in train]
     expression = {k: v[1] for k, v in {**smol.OWN_TRAIN, **smol.OWN_HELD_OUT}.items()}
     asked = train[:3] + held_out
     rows, losses = [], []
@@ -64,11 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = SFTConfig(lr=args.lr, max_steps=steps - len(losses), batch_size=args.batch, max_length=2048, seed=steps)
         losses += train_sft(model, tokenizer, chats, cfg, args.device)
         policy = LocalPolicy(model, tokenizer, args.device, args.temperature, 1.0, args.max_new_tokens, batch_size=64)
-        histories = [
-            [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_turn(p.reference)}]
-            for p in asked
-            for _ in range(args.samples)
-        ]
+        histories = [opening(p.reference) for p in asked for _ in range(args.samples)]
         answers = local_generator(policy)(histories)
         counts = {"train": [0, 0, 0], "held_out": [0, 0, 0]}  # answers, usable code, the problem's expression
         for i, answer in enumerate(answers):

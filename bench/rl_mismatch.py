@@ -24,7 +24,7 @@ from rl_smollm2 import GGUF, OWN_TRAIN, REFERENCE
 
 from rl_client.algorithms.mismatch import mismatch_rejection
 from rl_client.local.policy import LocalPolicy, load_pretrained
-from rl_client.prompts import SYSTEM, first_turn
+from rl_client.prompts import opening
 
 
 def main() -> None:
@@ -41,7 +41,7 @@ def main() -> None:
     model, tokenizer = load_pretrained(str(model_dir), GGUF, "float32", args.device)
     print(json.dumps({"loaded_s": round(time.monotonic() - began, 1), "device": args.device}), flush=True)
     references = [REFERENCE.format(expr=torch_expr, shape="4096, 2048") for torch_expr, _ in OWN_TRAIN.values()]
-    chats = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_turn(r)}] for r in references]
+    chats = [opening(r) for r in references]
     histories = [chats[i % len(chats)] for i in range(args.answers)]
     for dtype in args.dtypes.split(","):
         for temperature in map(float, args.temperatures.split(",")):

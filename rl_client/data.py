@@ -63,11 +63,10 @@ def openrlhf_prompt(problem: Problem) -> dict[str, object]:
     """One row of an OpenRLHF prompt dataset (`--data.input_key prompt --data.label_key label
     --data.apply_chat_template`): the first turn's chat, and the label `rl_client/openrlhf_agent.py` reads (the
     service's problem id, or the reference source as JSON)."""
-    from rl_client.prompts import SYSTEM, first_turn
+    from rl_client.prompts import opening
 
     label = problem.problem_id or json.dumps({"reference": problem.inline_reference or problem.reference})
-    chat = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_turn(problem.reference)}]
-    return {"prompt": chat, "label": label}
+    return {"prompt": opening(problem.reference), "label": label}
 
 
 def write_openrlhf_prompts(problems: list[Problem], path: str | Path) -> int:

@@ -38,6 +38,11 @@ def first_turn(reference: str) -> str:
     return FIRST_TURN.format(reference=reference.strip())
 
 
+def opening(reference: str) -> list[dict[str, str]]:
+    """An episode's first chat: the system prompt and the first turn."""
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": first_turn(reference)}]
+
+
 def next_turn(feedback: str, max_chars: int = 2000) -> str:
     return NEXT_TURN.format(feedback=cap(feedback, max_chars))
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rl_client.data import Problem
-from rl_client.prompts import SYSTEM, first_turn, next_turn
+from rl_client.prompts import next_turn, opening
 from rl_client.scoring import ScoreJob, ServiceScorer, TurnOutcome
 
 Messages = list[dict[str, str]]
@@ -41,10 +41,7 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
 
     def messages(self, feedback_chars: int) -> Messages:
-        msgs: Messages = [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": first_turn(self.problem.reference)},
-        ]
+        msgs: Messages = opening(self.problem.reference)
         for turn in self.turns:
             msgs.append({"role": "assistant", "content": turn.answer})
             msgs.append({"role": "user", "content": next_turn(turn.outcome.feedback, feedback_chars)})
