@@ -236,7 +236,8 @@ def train_seed(
         model="cold-start", device=args.device, rollout_dtype=args.rollout_dtype, advantage=estimator, prs=True,
         temperature=args.temperature,
         mrs=True, samples_per_prompt=args.samples, max_turns=args.turns, max_new_tokens=args.max_new_tokens,
-        lr=args.lr, seed=cold["seed"], generate_batch_size=args.batch, prompts_per_step=len(sets["train"]),
+        lr=args.lr, mini_batches=args.mini_batches, seed=cold["seed"], generate_batch_size=args.batch,
+        prompts_per_step=len(sets["train"]),
         stop_speedup=args.stop_speedup,
     )  # fmt: skip
     policy = LocalPolicy(
@@ -472,7 +473,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch", type=int, default=128, help="answers generated together (an evaluation's 104 in one batch)"
     )
-    parser.add_argument("--lr", type=float, default=5e-6)
+    parser.add_argument("--lr", type=float, default=1e-5)
+    parser.add_argument(
+        "--mini-batches",
+        type=int,
+        default=4,
+        help="optimiser steps per training step, each on a share of its turns (Dr. Kernel: 1): the few steps that "
+        "fit one device command each give four updates",
+    )
     parser.add_argument(
         "--temperature",
         type=float,

@@ -75,6 +75,13 @@ class TrainConfig(TurnFiltering):
     lr: float = Field(1e-6, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     max_grad_norm: float = Field(1.0, gt=0)
+    mini_batches: int = Field(
+        1,
+        ge=1,
+        description="Optimiser steps per rollout batch, each on a disjoint random share of its turns (PPO "
+        "mini-batches; Dr. Kernel: 1). More take more from each batch's generation and scoring; from the second "
+        "on, the PPO clip and the dual clip bound how far each moves from the rollout's policy.",
+    )
     clip_low: float = Field(0.2, ge=0)
     clip_high: float = Field(0.28, ge=0)
     dual_clip: float = Field(3.0, gt=1)

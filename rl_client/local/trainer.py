@@ -213,7 +213,25 @@ class LocalTrainer:
             for t, turn in enumerate(batch.samples)
             if (sample := turn[i]) is not None and loss_mask[i, t] and bool(keep[t][i].any())
         ]
-        return self.update(rows)
+        return self.update_in_mini_batches(rows)
+
+    def update_in_mini_batches(self, rows: list[Row]) -> dict[str, float]:
+        """`cfg.mini_batches` optimiser steps, one per disjoint share of `rows` in a random order; their losses and
+        gradient norms are averaged."""
+        parts = self.cfg.mini_batches
+        if parts == 1 or len(rows) < 2:
+            return self.update(rows)
+        order = torch.randperm(len(rows), generator=self.generator).tolist()
+        shares = [
+            [rows[j] for j in share.tolist()]
+            for share in torch.tensor_split(torch.tensor(order), min(parts, len(rows)))
+        ]
+        steps = [self.update(share) for share in shares]
+        return {
+            "train/loss": sum(m["train/loss"] for m in steps) / len(steps),
+            "train/grad_norm": sum(m["train/grad_norm"] for m in steps) / len(steps),
+            "train/rows": float(len(rows)),
+        }
 
     def update(self, rows: list[Row]) -> dict[str, float]:
         """One optimiser step on the sequence mean over `rows` of each row's sum of kept tokens' PPO-clip losses

@@ -168,3 +168,30 @@ def test_an_update_with_no_rows_leaves_the_weights_alone():
     trainer = LocalTrainer(cfg, policy(model, 25), None, torch.optim.SGD(model.parameters(), lr=cfg.lr))
     assert trainer.update([]) == {"train/loss": 0.0, "train/grad_norm": 0.0, "train/rows": 0.0}
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+
+
+def test_mini_batches_take_one_optimiser_step_per_disjoint_share_of_the_rows():
+    """Three mini-batches of eight rows: steps on 3, 3 and 2 rows in a random order that covers every row once,
+    each as the row-wise step on its share, the later ones' ratios still against the rollout's π_old."""
+    cfg = TrainConfig(model="tiny", optimizer="sgd", lr=0.5, loss_scale=1.0, max_grad_norm=1.0, mini_batches=3)
+    model = tiny_llama()
+    trainer = LocalTrainer(cfg, policy(model, 25), None, torch.optim.SGD(model.parameters(), lr=cfg.lr))
+    reference_model = copy.deepcopy(model)
+    reference = LocalTrainer(
+        cfg, policy(reference_model, 1), None, torch.optim.SGD(reference_model.parameters(), lr=cfg.lr)
+    )
+    batch = rows(trainer.policy)
+    shares = []
+    update = trainer.update
+    trainer.update = lambda share: shares.append([batch.index(r) for r in share]) or update(share)
+    metrics = trainer.update_in_mini_batches(batch)
+    assert [len(s) for s in shares] == [3, 3, 2]
+    assert sorted(i for s in shares for i in s) == list(range(8))
+    assert [i for s in shares for i in s] != list(range(8))  # shuffled
+    expected = [row_wise_step(reference, [batch[i] for i in s]) for s in shares]
+    assert metrics["train/rows"] == 8
+    assert metrics["train/loss"] == pytest.approx(sum(loss for loss, _ in expected) / 3, rel=1e-4)
+    assert metrics["train/grad_norm"] == pytest.approx(sum(norm for _, norm in expected) / 3, rel=1e-4)
+    trained, reference_weights = model.state_dict(), reference_model.state_dict()
+    for name, weights in trained.items():
+        assert torch.allclose(weights, reference_weights[name], atol=1e-6, rtol=1e-4), name
