@@ -162,10 +162,10 @@ def evaluate(
     policy: LocalPolicy, sets: dict[str, list[Problem]], scorer: ServiceScorer, samples: int, name: str
 ) -> tuple[dict[str, dict[str, Any]], dict[str, float]]:
     """Per set, counts over one-turn answers: correct, Fast@1 (correct and faster than eager), rejected (hacks),
-    every verdict's count (`no_code`: an answer without usable code, never sent), and the first line of each
-    rejected answer's feedback (what the service caught); and the seconds spent generating and in all. Every set's
-    answers are sampled together, in as few batches as `--batch` allows: a decoding step of a 135M model costs
-    about as much for a hundred answers as for one."""
+    every verdict's count (`no_code`: an answer without usable code, never sent), the first line of each
+    rejected answer's feedback (what the service caught) and each problem's verdicts; and the seconds spent
+    generating and in all. Every set's answers are sampled together, in as few batches as `--batch` allows: a
+    decoding step of a 135M model costs about as much for a hundred answers as for one."""
     began, spent = time.monotonic(), {}
     generate = timed_generator(local_generator(policy), spent)
     episodes = run_episodes([p for problems in sets.values() for p in problems], samples, generate, scorer, 1)
@@ -182,6 +182,16 @@ def evaluate(
             "rejected_why": [
                 (o.feedback.strip().splitlines() or [""])[0][:200] for o in judged if o.verdict == "rejected"
             ],
+            "by_problem": {
+                p.id: dict(
+                    Counter(
+                        ep.turns[0].outcome.verdict or "no_code"
+                        for ep in episodes
+                        if ep.problem.id == p.id and not ep.turns[0].outcome.service_fault
+                    ).most_common()
+                )
+                for p in problems
+            },
         }
     seconds = {"seconds": round(time.monotonic() - began, 1), "generate_s": round(spent.get("generate_s", 0.0), 1)}
     answers = ", ".join(f"{key} {c['n']} ({c['correct']} correct; {c['verdicts']})" for key, c in counts.items())
