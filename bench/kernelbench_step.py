@@ -212,6 +212,7 @@ def mode_line(row: dict) -> dict:
         "verdicts_by_kind": row["verdicts_by_kind"],
         "stage_share": row["stage_share"],
         "by_verdict": row["by_verdict"],
+        "worker_s": row["worker_s"],
         "new_references": row["new_references"],
         "problem_check": row["problem_check"],
         "unexpected_verdicts": row["not_passed"],

@@ -94,6 +94,7 @@ PHASES = (
     *("timing_rechecks", "timing_reference_release", "timing_reference_starts"),  # in `timing`, not held
     "timing_reference_waits",  # in `timing_reference_starts`: for other evaluations' measurements
     *("start_ready_wait", "start_drain"),  # what `start` waited for
+    "closing",  # outside `total`: the parent's buffers given back, the children gone
     *("memory_wait", "earlier_attempts"),  # outside `total`, on a shared GPU
     "reference_wait",  # for another evaluation's timing of the same new reference
 )
@@ -101,7 +102,7 @@ PHASES = (
 # out of `timing`; `first_call` includes the compile, the `timing_*` parts are inside `timing`): each one's share of
 # the evaluations' time.
 STAGES = ("start", "load", "precompile", "compile", "correctness", "reference_wait", "timing", "profile", "dependence")
-OUTSIDE_TOTAL = ("memory_wait", "earlier_attempts")
+OUTSIDE_TOTAL = ("closing", "memory_wait", "earlier_attempts")
 
 
 def workload(problem_dir: Path | None, kernel_dir: Path = KB_KERNELS, only: str | None = None) -> list[dict]:
@@ -218,6 +219,23 @@ def gpu_requests(slot: list[dict]) -> dict:
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]["median_s"]))
 
 
+def worker_seconds(slot: list[dict]) -> dict:
+    """Per verdict, the mean seconds a worker spent in the evaluator and storing the outcome, from its log: what
+    the results' phases (`total` and what comes on top) leave out is the worker's own."""
+    groups: dict[str, list[dict]] = {}
+    for e in slot:
+        if "evaluate_s" in e:
+            groups.setdefault(e.get("verdict") or e.get("status", "?"), []).append(e)
+    return {
+        verdict: {
+            "n": len(es),
+            "evaluate_s_mean": round(statistics.fmean(e["evaluate_s"] for e in es), 3),
+            "store_s_mean": round(statistics.fmean(e["store_s"] for e in es), 3),
+        }
+        for verdict, es in sorted(groups.items())
+    }
+
+
 def requests_by_kind(slot: list[dict]) -> dict:
     """Where an evaluation's time outside its measurement goes: per kind of request to a child (child and
     command), the median count and seconds per evaluation (waits for GPU turns excluded), and the mean seconds a
@@ -287,6 +305,10 @@ def by_verdict(results: list[dict]) -> dict[str, dict]:
         verdict: {
             "n": len(rs),
             "total_median_s": round(statistics.median(r["phases"].get("total", 0.0) for r in rs), 3),
+            # beside the worker's `evaluate_s_mean` (`worker_s`): what the phases cover of its time
+            "whole_mean_s": round(
+                statistics.fmean(sum(r["phases"].get(p, 0.0) for p in ("total", *OUTSIDE_TOTAL)) for r in rs), 3
+            ),
             "stage_share": stage_shares(rs),
         }
         for verdict, rs in sorted(groups.items())
@@ -479,6 +501,7 @@ def run_mode(
             "longest_gpu_requests": gpu_requests(slot),
         },
         "requests": requests_by_kind(slot),
+        "worker_s": worker_seconds(slot),
         "precompile": precompile_passes(slot),
         "reference_timings_reused": sum(bool(r.get("timings_from_cache")) for r in results),
         "new_references": new_references(

@@ -208,9 +208,11 @@ class WorkerState:
             outcome, diagnostics = self.evaluate(job)
         finally:
             self.current = None
+        evaluated = time.monotonic()
         cancelled = persist(self.s.result_write_retry_s, job.id, lambda: self.r.hget(key, "cancel") == b"1")
-        status, error = self.conclude(job, outcome, cancelled, time.monotonic() - t0)
-        self.log_finished(job, outcome, diagnostics, status, error)
+        status, error = self.conclude(job, outcome, cancelled, evaluated - t0)
+        seconds = {"evaluate_s": round(evaluated - t0, 3), "store_s": round(time.monotonic() - evaluated, 3)}
+        self.log_finished(job, outcome, diagnostics, status, error, seconds)
 
     def conclude(
         self, job: JobRecord, outcome: EvalResult | EvaluationError, cancelled: bool, seconds: float
@@ -256,7 +258,9 @@ class WorkerState:
         diagnostics: Diagnostics,
         status: JobStatus,
         error: str,
+        seconds: dict[str, float],
     ) -> None:
+        """`seconds`: in the evaluator (`evaluate_s`) and storing the outcome (`store_s`)."""
         level = logging.WARNING if status is JobStatus.FAILED else logging.INFO
         log.log(
             level,
@@ -268,6 +272,7 @@ class WorkerState:
                 **({"error": short_reason(error), "error_type": type(outcome).__name__} if error else {}),
                 "verdict": outcome.verdict.value if isinstance(outcome, EvalResult) else None,
                 "cancelled": status is JobStatus.CANCELLED,
+                **seconds,
                 "timing_slot_wait_s": round(self.slot.waited_s, 3),
                 "timing_slot_held_s": round(self.slot.held_s, 3),
                 "timing_slot_drain_s": round(self.slot.drained_s, 3),

@@ -147,6 +147,7 @@ class Evaluator:
         with _reported(diagnostics), ExitStack() as stay:
             try:
                 result = self._run(link, record, problem, candidate_source, timings, diagnostics, stay, memory)
+                ran = time.monotonic()
             except torch.OutOfMemoryError as exc:  # this process's buffers for the children's tensors
                 if shared:
                     raise DeviceMemoryShort("the device ran out of memory for the parent's buffers", True) from exc
@@ -158,7 +159,9 @@ class Evaluator:
                 self._current = None
                 diagnostics.requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in link.requests.items()}
                 self._free_receive_buffers(device)
-        return Evaluation(result, diagnostics)
+        # Outside `total`: this process's receive buffers given back, and the wait for the children to be gone.
+        closing = {"closing": round(time.monotonic() - ran, 4)}
+        return Evaluation(result.model_copy(update={"phases": result.phases | closing}), diagnostics)
 
     def _run(
         self,
@@ -411,10 +414,13 @@ def _reported(diagnostics: Diagnostics) -> Iterator[None]:
 
 @contextmanager
 def _phase(phases: dict[str, float], name: str) -> Iterator[None]:
-    """Seconds spent in a stage, recorded only when it completes (as the phases have always been)."""
+    """Seconds spent in a stage, up to its end or to the verdict that ended the evaluation in it: a failed
+    candidate's time is its last stage's, not unaccounted."""
     t = time.monotonic()
-    yield
-    phases[name] = time.monotonic() - t
+    try:
+        yield
+    finally:
+        phases[name] = time.monotonic() - t
 
 
 def _timing_plan(

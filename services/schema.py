@@ -292,8 +292,10 @@ class EvalResult(BaseModel):
         "`first_call` is the candidate's first request (its compilation included), within `compile` plus "
         "`correctness`; `start_ready_wait` (children still starting) and `start_drain` (children closed before, "
         "still exiting) are within `start`; `reference_wait`, beside `timing`, waited for another evaluation's "
-        "timing of the same new reference. `total` is the stages' time; on a shared GPU, `memory_wait` (waiting "
-        "for a share of its memory) and `earlier_attempts` (attempts that started again with more) come on top.",
+        "timing of the same new reference. `total` is the stages' time; `closing` (giving back the parent's buffers "
+        "for the children's tensors and waiting for the children to be gone) comes on top, and on a shared GPU "
+        "`memory_wait` (waiting for a share of its memory) and `earlier_attempts` (attempts that started again "
+        "with more).",
     )
     environment: Environment
 

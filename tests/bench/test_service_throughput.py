@@ -38,13 +38,15 @@ def test_stage_shares_count_the_waits_for_device_memory_and_the_attempts_started
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     from service_throughput import stage_shares
 
-    phases = {"total": 6.0, "timing": 3.0, "correctness": 1.5, "memory_wait": 1.0, "earlier_attempts": 3.0}
+    phases = {"total": 5.0, "timing": 3.0, "correctness": 1.5, "closing": 1.0, "memory_wait": 1.0}
+    phases["earlier_attempts"] = 3.0
     assert stage_shares([{"phases": phases}, {"phases": {"total": 0.0}}]) == {
         "correctness": 0.15,
         "timing": 0.3,
+        "closing": 0.1,
         "memory_wait": 0.1,
         "earlier_attempts": 0.3,
-        "other": 0.15,
+        "other": 0.05,
         "evaluations_s": 10.0,
     }
 
@@ -55,14 +57,38 @@ def test_by_verdict_gives_each_verdicts_count_median_total_and_own_stage_shares(
     from service_throughput import by_verdict
 
     passed = [{"verdict": "passed", "phases": {"total": t, "timing": t / 2}} for t in (4.0, 6.0, 8.0)]
-    failed = [{"verdict": "incorrect", "phases": {"total": 1.0, "correctness": 0.25}}]
+    failed = [{"verdict": "incorrect", "phases": {"total": 1.0, "correctness": 0.25, "closing": 0.5}}]
     assert by_verdict(passed + failed) == {
         "incorrect": {
             "n": 1,
             "total_median_s": 1.0,
-            "stage_share": {"correctness": 0.25, "other": 0.75, "evaluations_s": 1.0},
+            "whole_mean_s": 1.5,
+            "stage_share": {"correctness": 0.1667, "closing": 0.3333, "other": 0.5, "evaluations_s": 1.5},
         },
-        "passed": {"n": 3, "total_median_s": 6.0, "stage_share": {"timing": 0.5, "other": 0.5, "evaluations_s": 18.0}},
+        "passed": {
+            "n": 3,
+            "total_median_s": 6.0,
+            "whole_mean_s": 6.0,
+            "stage_share": {"timing": 0.5, "other": 0.5, "evaluations_s": 18.0},
+        },
+    }
+
+
+def test_worker_seconds_give_each_verdicts_mean_time_in_the_evaluator_and_storing(monkeypatch):
+    # On one H200 a compile error's evaluation took 0.57 s of its worker against 0.05 s of stages: the worker's own
+    # figures show what the phases leave out.
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import worker_seconds
+
+    entries = [
+        {"verdict": "compile_error", "evaluate_s": 0.5, "store_s": 0.01},
+        {"verdict": "compile_error", "evaluate_s": 0.25, "store_s": 0.03},
+        {"verdict": None, "status": "failed", "evaluate_s": 2.0, "store_s": 0.5},
+        {"verdict": "passed", "timing_slot_held_s": 1.0},  # a worker of before the figures: left out
+    ]
+    assert worker_seconds(entries) == {
+        "compile_error": {"n": 2, "evaluate_s_mean": 0.375, "store_s_mean": 0.02},
+        "failed": {"n": 1, "evaluate_s_mean": 2.0, "store_s_mean": 0.5},
     }
 
 

@@ -56,7 +56,7 @@ def test_honest_bundled_kernel_passes(evaluator, problems, problem_id):
     }
     assert result.candidate_runtime.trials >= 3
     assert result.environment.device == "cpu"
-    assert {"start", "load", "compile", "correctness", "timing", "total"} <= result.phases.keys()
+    assert {"start", "load", "compile", "correctness", "timing", "total", "closing"} <= result.phases.keys()
 
 
 def timed_over_placements(problem: Problem, options: EvalOptions, **settings: object) -> None:
@@ -139,6 +139,8 @@ def test_wrong_values_are_incorrect_with_mismatch_feedback(evaluator, relu):
     assert "differ" in result.feedback and "trial 1/3" in result.feedback
     assert result.correctness.mismatched_elements > 0
     assert result.correctness.max_abs_error == pytest.approx(1e-2, rel=1e-3)
+    # The stage that ended it has its time, as a completed one has (a KernelBench step's failures showed none).
+    assert 0 < result.phases["correctness"] <= result.phases["total"] and result.phases["closing"] >= 0
 
 
 def test_wrong_shape_is_incorrect(evaluator, relu):
