@@ -57,9 +57,9 @@ class Evaluator:
     `timing_slot` (made from `settings.device_lock` when set: services.device_lock) is held around every
     measurement a concurrent evaluation on the same GPU would disturb: the timing stage's calls (warm-up,
     samples, re-checks, the wall-clock confirmation calls, and the samples of the other reference processes,
-    each held separately); every other request to a child holds it shared, so no other evaluation's GPU work
-    runs during a measurement. The CPU-bound work of several evaluations (child start,
-    imports, comparing outputs in the parent) overlaps, and only the device is taken in turns.
+    each held separately); every other request to a child, and this process's comparisons of the children's
+    tensors, hold it shared, so no other evaluation's GPU work runs during a measurement. The CPU-bound work of
+    several evaluations (child start, imports, static checks) overlaps, and only the device is taken in turns.
     """
 
     def __init__(self, settings: EvalSettings | None = None, pool: ChildPool | None = None):

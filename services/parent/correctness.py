@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from services import feedback
-from services.compare import Comparison, compare_outputs, inputs_equal, structure_mismatch
+from services.compare import Comparison, structure_mismatch
 from services.errors import EarlyVerdict, ReferenceFailed, reaching
 from services.hidden_shapes import describe, shape_variants
 from services.parent.link import SMALL_TENSOR_BYTES, HandedOver, Link
@@ -125,7 +125,7 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
                 _large_inputs_after_call(record, ref_h, cand_h, i)
             ref_out = _handed(link, link.ref, ref_got, "output", ref_struct, deadline)
             cand_out = _handed(link, link.cand, cand_got, "output", cand_struct, deadline)
-            cmp = compare_outputs(ref_out, cand_out, link.tol)
+            cmp = link.compare(ref_out, cand_out)
             summary.absorb(cmp)
             if not cmp.ok:
                 out.summary = _summary(summary, i + 1, i, atol, rtol)
@@ -140,7 +140,7 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
             del ref_out, ref_got
             if i == 0:
                 again = _handed(link, link.cand, cand_got, "output2", cand_h.structures[1], deadline)
-                det = compare_outputs(cand_out, again, link.tol)
+                det = link.compare(cand_out, again)
                 del again
                 if not det.ok and _reference_varies(link, seed, ref_struct, deadline):
                     record.stand_down(
@@ -238,7 +238,7 @@ def _reference_varies(link: Link, seed: int, structure: Structure, deadline: flo
         if h.structures[1] != structure:
             return True
         got = link.receive_parts(link.ref, twice, deadline)
-    return not compare_outputs(got["output"], got["output2"], link.tol).ok
+    return not link.compare(got["output"], got["output2"]).ok
 
 
 def poison_specs(structure: Structure) -> list[tuple[str, list[int]]]:
@@ -268,7 +268,7 @@ def _inputs_after_call(
     """The candidate's inputs after its call must equal the reference's after its call: unchanged,
     unless the reference itself works in place, in which case they must be changed alike."""
     if ref_h.mutated:
-        ok = compare_outputs(ref_in, cand_in, link.tol).ok
+        ok = link.compare(ref_in, cand_in).ok
         detail = "in-place reference: inputs updated like the reference's"
         wrong = "inputs not updated like the reference's"
         text = (
@@ -276,7 +276,7 @@ def _inputs_after_call(
             "reference's after the call: apply the same in-place update."
         )
     else:
-        ok = inputs_equal(ref_in, cand_in)
+        ok = link.inputs_equal(ref_in, cand_in)
         detail = "inputs bit-identical after forward()"
         wrong = "inputs modified"
         text = MODIFIED_INPUTS

@@ -9,12 +9,11 @@ from dataclasses import dataclass
 import torch
 
 from services import stats
-from services.compare import compare_outputs, structure_mismatch
+from services.compare import structure_mismatch
 from services.errors import EarlyVerdict
 from services.parent import evidence
 from services.parent.link import Link
 from services.parent.record import Record
-from services.protocol import tensors
 from services.protocol.messages import Call, Structure
 from services.schema import CheckName, Measure, RuntimeStats, Verdict
 from services.settings import EvalSettings
@@ -97,7 +96,7 @@ def _judge(
 ) -> None:
     """One re-check's verdict: a retained copy (`cand_out`) still has its call's digest, and the output matches
     the reference's (`ref_out`; either is received here where None, structures permitting)."""
-    if cand_out is not None and call.digest is not None and tensors.fingerprint(cand_out).tolist() != call.digest:
+    if cand_out is not None and call.digest is not None and link.digest(cand_out) != call.digest:
         raise record.fail(
             CheckName.TIMED_OUTPUT_RECHECK,
             "a timed call's output changed after the call returned",
@@ -171,12 +170,7 @@ def distinct_outputs(link: Link, record: Record, ref_struct: Structure | None, d
 def _alike(link: Link, outs: list[list[torch.Tensor]]) -> bool:
     """Whether the reference's outputs for a group of seeds all match the first, within the tolerance or by
     digest."""
-    first = outs[0]
-    digest = tensors.fingerprint(first).tolist()
-    return all(
-        compare_outputs(first, other, link.tol).ok or tensors.fingerprint(other).tolist() == digest
-        for other in outs[1:]
-    )
+    return link.alike(outs[0], outs[1:])
 
 
 def _allowed_ms(link: Link, candidate: RuntimeStats) -> float:

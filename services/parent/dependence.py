@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from services.compare import compare_outputs, structure_mismatch
+from services.compare import structure_mismatch
 from services.errors import EarlyVerdict
 from services.parent.correctness import poison_specs
 from services.parent.link import Link
@@ -72,13 +72,13 @@ def output_dependence(link: Link, record: Record) -> None:
     if same:
         ref_out = link.receive(link.ref, "output", ref_struct, deadline)
         cand_out = link.receive(link.cand, "output", cand_struct, deadline)
-        cmp = compare_outputs(ref_out, cand_out, link.tol)
+        cmp = link.compare(ref_out, cand_out)
         measured |= {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
         same = cmp.ok
         if same and ref_h.mutated and structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs") is None:
             ref_in = link.receive(link.ref, "inputs", ref_h.inputs, deadline)
             cand_in = link.receive(link.cand, "inputs", cand_h.inputs, deadline)
-            same = compare_outputs(ref_in, cand_in, link.tol).ok
+            same = link.compare(ref_in, cand_in).ok
             measured["inputs_updated_like_the_reference"] = same
     link.release(deadline)
     if same:

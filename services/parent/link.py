@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import torch
 
 from services import feedback
-from services.compare import compare_outputs, structure_mismatch, tolerance
+from services.compare import Comparison, compare_outputs, inputs_equal, structure_mismatch, tolerance
 from services.device_lock import TimingSlot
 from services.errors import (
     ChildDied,
@@ -268,11 +268,38 @@ class Link:
 
     @contextmanager
     def _gpu_turn(self, what: str) -> Iterator[None]:
-        """The device's slot, shared, for one request (a no-op during this evaluation's own measurement)."""
+        """The device's slot, shared, for one request or this process's own GPU work (a no-op during this
+        evaluation's own measurement)."""
         asked = time.monotonic()
         with self.slot.shared(what):
             self.gpu_waited_s += time.monotonic() - asked
             yield
+
+    # -- this process's own GPU work: beside other evaluations' requests, never during their measurements -------
+    def compare(self, ref: list[torch.Tensor], cand: list[torch.Tensor]) -> Comparison:
+        """`compare_outputs` with this evaluation's tolerances. Comparing the outputs of KernelBench's published
+        sizes reads gigabytes: during another evaluation's timed calls it would take their memory bandwidth."""
+        with self._gpu_turn("comparing tensors in the parent"):
+            return compare_outputs(ref, cand, self.tol)
+
+    def inputs_equal(self, before: list[torch.Tensor], after: list[torch.Tensor]) -> bool:
+        """`services.compare.inputs_equal`, in a turn as `compare` is."""
+        with self._gpu_turn("comparing inputs in the parent"):
+            return inputs_equal(before, after)
+
+    def digest(self, found: list[torch.Tensor]) -> list[int]:
+        """The output digest (`tensors.fingerprint`) of tensors this process holds, in a turn as `compare` is."""
+        with self._gpu_turn("digesting tensors in the parent"):
+            return tensors.fingerprint(found).tolist()
+
+    def alike(self, first: list[torch.Tensor], others: list[list[torch.Tensor]]) -> bool:
+        """Whether each of `others` matches `first` within the tolerances or by its output digest, in one turn."""
+        with self._gpu_turn("comparing tensors in the parent"):
+            digest = tensors.fingerprint(first).tolist()
+            return all(
+                compare_outputs(first, other, self.tol).ok or tensors.fingerprint(other).tolist() == digest
+                for other in others
+            )
 
     def tally(self, kind: str, seconds: float, n: int = 1) -> None:
         """Count `n` requests (or parts of them) of `kind` and their seconds in `requests`."""
@@ -494,7 +521,7 @@ class Link:
             ref_out = self.receive(self.ref, "output", ref_struct, deadline)
         if cand_out is None:
             cand_out = self.receive(self.cand, "output", cand_struct, deadline)
-        cmp = compare_outputs(ref_out, cand_out, self.tol)
+        cmp = self.compare(ref_out, cand_out)
         measured: dict[str, Measure] = {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
         return (None if cmp.ok else cmp.reason), measured
 

@@ -315,3 +315,36 @@ def test_units_given_back_early_let_another_evaluation_in_while_the_rest_stay_he
         threading.Timer(0.3, b.cancel).start()
         with pytest.raises(EvaluationCancelled), b.occupy(MEMORY_UNITS - 2):  # one more than were given back
             pass
+
+
+def test_the_parents_comparisons_wait_for_another_evaluations_measurement(tmp_path):
+    # At KernelBench's published sizes a comparison reads gigabytes: beside another evaluation's timed calls on the
+    # same GPU it took their memory bandwidth. The parent's comparisons and digests are GPU work like its requests.
+    import torch
+
+    from services.parent.link import Link
+    from services.parent.record import Record
+    from services.schema import EvalOptions
+    from services.settings import EvalSettings
+
+    settings = EvalSettings()
+    measurer = TimingSlot(tmp_path / "gpu-x.lock")
+    parent = TimingSlot(tmp_path / "gpu-x.lock")
+    link = Link(settings, EvalOptions(), "cpu", Record(settings.defences), lambda role: None, parent)
+    x = [torch.arange(6.0)]
+    log: list[str] = []
+    measuring = threading.Event()
+
+    def measure() -> None:
+        with measurer():
+            measuring.set()
+            time.sleep(0.3)
+            log.append("measured")
+
+    m = threading.Thread(target=measure)
+    m.start()
+    assert measuring.wait(5)
+    assert link.compare(x, [x[0].clone()]).ok and log == ["measured"]
+    assert link.inputs_equal(x, x) and link.alike(x, [x, x]) and link.digest(x) == link.digest([x[0].clone()])
+    m.join(5)
+    assert link.gpu_waited_s >= 0.2 and parent.longest_shared[1].startswith(("comparing", "digesting"))
