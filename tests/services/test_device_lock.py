@@ -319,7 +319,8 @@ def test_units_given_back_early_let_another_evaluation_in_while_the_rest_stay_he
 
 def test_the_parents_comparisons_wait_for_another_evaluations_measurement(tmp_path):
     # At KernelBench's published sizes a comparison reads gigabytes: beside another evaluation's timed calls on the
-    # same GPU it took their memory bandwidth. The parent's comparisons and digests are GPU work like its requests.
+    # same GPU it would take their memory bandwidth. The parent's comparisons and digests are GPU work like its
+    # requests.
     import torch
 
     from services.parent.link import Link
