@@ -3,6 +3,8 @@
     python bench/driver_contention.py                       # neighbours 0, 2, 4 on GPU 1; 6 s per condition
     python bench/driver_contention.py --neighbours 0,4 --neighbour-gpu 0 --seconds 10
     python bench/driver_contention.py --neighbours 0,4,12 --malloc-mb 4096 --neighbour-mb 4096   # published sizes
+    python bench/driver_contention.py --operations timed_kernel --neighbour-gpu 0 --neighbours 0,2 \
+        --neighbour-kind malloc --neighbour-mb 4096     # a timed call beside allocations on its own GPU
 
 On a host of two GPUs, the service's requests that hand tensors over or profile took 2-3.5 times as long as on one,
 while the timed calls did not change (docs/benchmarks.md); context creation alone scales across
@@ -21,7 +23,11 @@ tensor handed over to its parent through CUDA IPC, exit. The operations:
   mappings were kept;
 - `ipc_kept`: the same keeping the segment's mapping open (open_cuda's `mapped`), as a child does since;
 - `profile_mapped`: `profile` again, now that the consumer holds that mapping. With open mappings kept, a child's
-  profile request took 2.7 times as long through the service: this tells whether the mapping is why.
+  profile request took 2.7 times as long through the service: this tells whether the mapping is why;
+- `timed_kernel`: a memory-bound kernel over `--kernel-mb` (an out-of-place multiply), timed between CUDA events as
+  the harness times a call: with `--neighbour-gpu 0`, whether other processes' driver work on the measured GPU
+  (children starting and ending, or a parent's allocations given back: `--neighbour-kind malloc`) slows a
+  measurement that no other evaluation's kernels share.
 
 The operations run in this order in each condition (the last needs the one before it).
 Prints one JSON line per (neighbours, operation): the operation's first use in the condition's fresh processes
@@ -50,7 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from services.protocol import channel
 from services.protocol.tensors import open_cuda, share_cuda
 
-OPERATIONS = ("launch", "event", "malloc", "profile", "ipc", "ipc_kept", "profile_mapped")
+OPERATIONS = ("launch", "event", "malloc", "profile", "ipc", "ipc_kept", "profile_mapped", "timed_kernel")
+NEIGHBOURS = ("child", "malloc")
 
 
 def _child_like(mb: int) -> None:
@@ -75,10 +82,16 @@ def _child_like(mb: int) -> None:
     os.waitpid(pid, 0)
 
 
-def _neighbour(gpu: int, mb: int) -> None:
-    """Churn evaluation-like children on `gpu` until killed."""
+def _neighbour(gpu: int, mb: int, kind: str) -> None:
+    """Churn evaluation-like children on `gpu` until killed; `malloc`: allocate `mb` and give it back to the
+    driver, again and again, as a parent's receive buffers are after each evaluation."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     os.setpgrp()
+    if kind == "malloc":
+        while True:
+            y = torch.empty(mb << 20, dtype=torch.uint8, device="cuda")
+            del y
+            torch.cuda.empty_cache()
     while True:
         pid = os.fork()
         if pid == 0:
@@ -116,12 +129,24 @@ def _consumer(fd: int) -> None:
         channel.send(fd, {"ms": (time.perf_counter() - t0) * 1e3, "mapped": len(mapped)})
 
 
-def _probe(op: str, seconds: float, peer: int | None, pool: object, malloc_mb: int) -> list[float]:
+def _probe(op: str, seconds: float, peer: int | None, pool: object, sizes: dict[str, int]) -> list[float]:
     """Times `op` on this process's GPU, again and again for `seconds`."""
     times = []
     until = time.monotonic() + seconds
     x = torch.randn(1 << 16, device="cuda")
+    if op == "timed_kernel":
+        src = torch.ones(sizes["kernel_mb"] << 18, device="cuda")
+        dst = torch.empty_like(src)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     while time.monotonic() < until:
+        if op == "timed_kernel":
+            torch.cuda.synchronize()
+            start.record()
+            torch.mul(src, 2.0, out=dst)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+            continue
         if op in ("ipc", "ipc_kept"):
             with torch.cuda.use_mem_pool(pool):
                 buf = torch.empty(1 << 16, device="cuda")
@@ -140,7 +165,7 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object, malloc_mb: i
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         if op == "malloc":
-            y = torch.empty(malloc_mb << 20, dtype=torch.uint8, device="cuda")
+            y = torch.empty(sizes["malloc_mb"] << 20, dtype=torch.uint8, device="cuda")
             del y
             torch.cuda.empty_cache()
         elif op == "event":
@@ -155,13 +180,13 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object, malloc_mb: i
     return times
 
 
-def _start_neighbours(n: int, gpu: int, mb: int) -> list[int]:
+def _start_neighbours(n: int, gpu: int, mb: int, kind: str) -> list[int]:
     pids = []
     for _ in range(n):
         pid = os.fork()
         if pid == 0:
             try:
-                _neighbour(gpu, mb)
+                _neighbour(gpu, mb, kind)
             finally:
                 os._exit(1)
         pids.append(pid)
@@ -175,7 +200,7 @@ def _stop(pids: list[int]) -> None:
         os.waitpid(pid, 0)
 
 
-def _probe_all(ops: list[str], seconds: float, out: int, malloc_mb: int) -> None:
+def _probe_all(ops: list[str], seconds: float, out: int, sizes: dict[str, int]) -> None:
     """In a fresh process on GPU 0 (its consumer forked before CUDA starts): every operation in turn."""
     os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     mine, theirs = socket.socketpair()
@@ -194,15 +219,17 @@ def _probe_all(ops: list[str], seconds: float, out: int, malloc_mb: int) -> None
     for op in ops:
         # The first use (kernels loaded, pool segments made, CUPTI started) apart: a child pays it in every
         # evaluation, since each evaluation's children are fresh.
-        first = _probe(op, 1.0, mine.fileno(), pool, malloc_mb)
-        rows[op] = {"first": first[0], "steady": _probe(op, seconds, mine.fileno(), pool, malloc_mb)}
+        first = _probe(op, 1.0, mine.fileno(), pool, sizes)
+        rows[op] = {"first": first[0], "steady": _probe(op, seconds, mine.fileno(), pool, sizes)}
     channel.send(mine.fileno(), {"stop": True})
     os.waitpid(consumer, 0)
     os.write(out, json.dumps(rows).encode())
 
 
-def run_condition(n: int, gpu: int, ops: list[str], seconds: float, malloc_mb: int, neighbour_mb: int) -> dict:
-    neighbours = _start_neighbours(n, gpu, neighbour_mb)
+def run_condition(
+    n: int, gpu: int, kind: str, ops: list[str], seconds: float, sizes: dict[str, int], neighbour_mb: int
+) -> dict:
+    neighbours = _start_neighbours(n, gpu, neighbour_mb, kind)
     try:
         time.sleep(3.0 if n else 0.0)  # the loops past their first start
         read, write = os.pipe()
@@ -211,7 +238,7 @@ def run_condition(n: int, gpu: int, ops: list[str], seconds: float, malloc_mb: i
             code = 1
             try:
                 os.close(read)
-                _probe_all(ops, seconds, write, malloc_mb)
+                _probe_all(ops, seconds, write, sizes)
                 code = 0
             finally:
                 os._exit(code)
@@ -233,6 +260,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="per (neighbours, operation)")
     parser.add_argument("--malloc-mb", type=int, default=64, help="the `malloc` operation's allocation")
     parser.add_argument("--neighbour-mb", type=int, default=4, help="what each neighbour's child hands over")
+    parser.add_argument(
+        "--neighbour-kind", choices=NEIGHBOURS, default="child", help="children churned, or allocations given back"
+    )
+    parser.add_argument("--kernel-mb", type=int, default=1024, help="the `timed_kernel` operation's input")
     args = parser.parse_args()
     commit = os.environ.get("KERNELGYM_COMMIT", "")
     ops = args.operations.split(",")
@@ -241,7 +272,8 @@ def main() -> None:
         parser.error(f"unknown operations {unknown}: choose from {', '.join(OPERATIONS)}")
     # This process never touches CUDA: neighbours and probes fork from it with torch imported only.
     for n in (int(v) for v in args.neighbours.split(",")):
-        rows = run_condition(n, args.neighbour_gpu, ops, args.seconds, args.malloc_mb, args.neighbour_mb)
+        sizes = {"malloc_mb": args.malloc_mb, "kernel_mb": args.kernel_mb}
+        rows = run_condition(n, args.neighbour_gpu, args.neighbour_kind, ops, args.seconds, sizes, args.neighbour_mb)
         for op, row in rows.items():
             ms = row["steady"]
             print(
@@ -251,12 +283,14 @@ def main() -> None:
                         "neighbour_gpu": args.neighbour_gpu,
                         "malloc_mb": args.malloc_mb,
                         "neighbour_mb": args.neighbour_mb,
+                        "neighbour_kind": args.neighbour_kind,
                         "operation": op,
                         "first_ms": round(row["first"], 3),
                         "n": len(ms),
                         "median_ms": round(statistics.median(ms), 3),
                         "p10_ms": round(statistics.quantiles(ms, n=10)[0], 3) if len(ms) > 1 else None,
                         "p90_ms": round(statistics.quantiles(ms, n=10)[-1], 3) if len(ms) > 1 else None,
+                        "max_ms": round(max(ms), 3),
                         "commit": commit,
                     }
                 ),

@@ -71,6 +71,8 @@
 #   bench/gpu_acceptance.sh 24 "$OUT"  # (KB required) WALL_PROBLEMS (default level1/94_MSELoss, 96_HuberLoss) on
 #                                      # each GPU of GPUS (default "0 1") in turn, WALL_TIMES evaluations each
 #                                      # (default 4), the reference timed afresh every time
+#   bench/gpu_acceptance.sh 25 "$OUT"  # a timed memory-bound call beside children started and ended, then beside
+#                                      # 4 GiB allocations given back, on its own GPU (bench/driver_contention.py)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -82,7 +84,7 @@
 # KB=<dir holding level1/> adds the KernelBench level-1 rows of part 5 (problem files are never committed).
 # KERNELGYM_COMMIT=<hash> names the tree in the benches' output where the copy's .git is older than its files.
 set -uo pipefail
-part=${1:?part 1-24}
+part=${1:?part 1-25}
 out=${2:?output directory}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -307,8 +309,18 @@ case $part in
         repeat_summary "$out/per_gpu_$gpu.log"
     done
     ;;
+25)
+    # A timed memory-bound call (1 GiB in, 1 GiB out) beside other processes' driver work on its own GPU:
+    # children started and ended (contexts made and destroyed, their kernels tiny), then 4 GiB allocations given
+    # back, 0 and 2 loops of each.
+    step timed_beside_children 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
+        --neighbour-gpu 0 --neighbours 0,2 --neighbour-mb 4 --seconds 8
+    step timed_beside_malloc 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
+        --neighbour-gpu 0 --neighbours 0,2 --neighbour-kind malloc --neighbour-mb 4096 --seconds 8
+    grep -h '^{' "$out/timed_beside_children.log" "$out/timed_beside_malloc.log"
+    ;;
 *)
-    echo "part must be 1 to 24" >&2
+    echo "part must be 1 to 25" >&2
     exit 2
     ;;
 esac
