@@ -117,7 +117,7 @@ def test_a_cancelled_holder_frees_the_slot_the_other_evaluation_waits_for(pipeli
     assert figures["requests"]["candidate.time"]["n"] >= figures["timed_calls"]["candidate"]
     assert figures["requests"]["reference.call"]["n"] >= 1 and figures["requests"]["candidate.call"]["s"] > 0
     # And its whole time in the evaluator, and storing its result: the phases leave out the worker's own part.
-    assert figures["evaluate_s"] >= done.result["phases"]["total"] and figures["store_s"] >= 0
+    assert figures["evaluate_s"] >= done.result["phases"]["total"] - 0.001 and figures["store_s"] >= 0  # ms rounding
 
 
 def test_a_sigkilled_holder_frees_the_slot_and_each_evaluation_is_reported_once(pipelined):
