@@ -34,6 +34,7 @@ from services.parent.load import (
     acquire_references,
     load,
     refuse_unparsable,
+    refuse_without_model_new,
     start_children,
     start_references,
     static_triage,
@@ -188,6 +189,7 @@ class Evaluator:
         t0 = time.monotonic()
         try:
             tree = refuse_unparsable(candidate)
+            refuse_without_model_new(candidate, tree)
             if link.defended:
                 static_triage(record, candidate, tree)
             began = time.monotonic()

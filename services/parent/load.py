@@ -50,6 +50,41 @@ def refuse_unparsable(candidate: str) -> ast.Module:
         raise EarlyVerdict(Verdict.COMPILE_ERROR, f"Error while importing the candidate:\n{shown}") from None
 
 
+# What lets a module bind a name its source never spells (a namespace written through, code run from strings, a
+# module `__getattr__`, names imported wholesale): a source with none of them that never spells `ModelNew` has none.
+_BINDS_UNSPELLED = frozenset(
+    {"globals", "locals", "vars", "setattr", "exec", "eval", "compile", "__import__", "__dict__", "__builtins__"}
+    | {"__setattr__", "f_globals", "f_locals", "builtins", "sys", "importlib", "types", "inspect", "gc", "ctypes"}
+    | {"__getattr__", "*"}
+)
+
+
+def refuse_without_model_new(candidate: str, tree: ast.Module) -> None:
+    """A compile error before any child for a source that cannot define `ModelNew` (an RL answer that named its
+    class otherwise or left it out): its load would say the same after waiting for both children. A source that
+    could bind the name without spelling it is left to the load."""
+    if "ModelNew" in candidate:
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.alias):
+            name = node.name.split(".")[0]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            name = node.name
+        else:
+            continue
+        if name in _BINDS_UNSPELLED:
+            return
+    raise EarlyVerdict(
+        Verdict.COMPILE_ERROR,
+        "The candidate defines no class `ModelNew`: the module must define `class ModelNew(nn.Module)` with the "
+        "reference's constructor arguments and a `forward` that takes its inputs.",
+    )
+
+
 def static_triage(record: Record, candidate: str, tree: ast.Module) -> None:
     """AST triage (of `candidate`'s `tree`) before anything runs: every finding is a check, hard ones reject, the
     rest are advisory. A source that defines no ModelNew is left to the load, which says exactly why."""

@@ -5,6 +5,7 @@ Runs on CPU (Triton interpreter) everywhere; `test_gpu.py` repeats the essential
 
 from __future__ import annotations
 
+import ast
 import socket
 import time
 
@@ -171,10 +172,42 @@ def test_syntax_error_is_compile_error_before_any_child_or_device_memory(evaluat
     assert "start" not in result.phases and diagnostics.requests == {}
 
 
-def test_missing_model_new_is_compile_error(evaluator, relu):
-    result = evaluator.evaluate(relu, "import torch\nclass Model(torch.nn.Module):\n    pass\n", NO_TIMING).result
+def test_missing_model_new_is_compile_error_before_any_child(evaluator, relu):
+    # RL answers often name the class otherwise: their load waited for both children to say so.
+    result, diagnostics = evaluator.evaluate(relu, "import torch\nclass Model(torch.nn.Module):\n    pass\n", NO_TIMING)
     assert result.verdict is Verdict.COMPILE_ERROR
-    assert "ModelNew" in result.feedback
+    assert "defines no class `ModelNew`" in result.feedback
+    assert "start" not in result.phases and diagnostics.requests == {}
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("import torch\nclass Model(torch.nn.Module):\n    pass\n", True),
+        ("import torch.nn as nn\nclass Fast(nn.Module):\n    def forward(self, x):\n        return x\n", True),
+        ("x = 1\n", True),
+        ("class ModelNew:\n    pass\n", False),
+        ("Fast = object\nModelNew = Fast\n", False),
+        ("# ModelNew is below\nclass Other:\n    pass\n", False),  # spelled, if only in a comment: the load decides
+        ("class Other:\n    pass\nglobals()['Model' + 'New'] = Other\n", False),
+        ("import sys\nclass Other:\n    pass\nsys.modules[__name__].__dict__['M' + 'odelNew'] = Other\n", False),
+        ("class Other:\n    pass\nexec('Model' + 'New = Other')\n", False),
+        ("from helpers import *\n", False),
+        ("def __getattr__(name):\n    return object\n", False),
+        ("import inspect\ninspect.currentframe().f_globals['Model' + 'New'] = int\n", False),
+    ],
+)
+def test_only_a_source_that_cannot_bind_model_new_is_refused_before_its_load(source, refused):
+    from services.errors import EarlyVerdict
+    from services.parent.load import refuse_without_model_new
+
+    tree = ast.parse(source)
+    if refused:
+        with pytest.raises(EarlyVerdict) as caught:
+            refuse_without_model_new(source, tree)
+        assert caught.value.verdict is Verdict.COMPILE_ERROR
+    else:
+        refuse_without_model_new(source, tree)
 
 
 def test_triton_compile_failure_is_compile_error(evaluator, relu):
@@ -217,7 +250,7 @@ def test_process_death_is_crashed_and_next_evaluation_unaffected(evaluator, relu
 
 
 def test_crash_at_import_time_is_crashed(evaluator, relu):
-    result = evaluator.evaluate(relu, "import os\nos._exit(0)\n", NO_TIMING).result
+    result = evaluator.evaluate(relu, "import os\nos._exit(0)\nclass ModelNew:\n    pass\n", NO_TIMING).result
     assert result.verdict is Verdict.CRASHED
     assert "importing" in result.feedback
 
