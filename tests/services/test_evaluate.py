@@ -250,7 +250,8 @@ def test_process_death_is_crashed_and_next_evaluation_unaffected(evaluator, relu
 
 
 def test_crash_at_import_time_is_crashed(evaluator, relu):
-    result = evaluator.evaluate(relu, "import os\nos._exit(0)\nclass ModelNew:\n    pass\n", NO_TIMING).result
+    # "ModelNew" spelled, not defined: past the parent's refusal of sources without it, to the child's import.
+    result = evaluator.evaluate(relu, "import os\nos._exit(0)  # before ModelNew\n", NO_TIMING).result
     assert result.verdict is Verdict.CRASHED
     assert "importing" in result.feedback
 
