@@ -151,11 +151,22 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (centre - half, centre + half)
 
 
-def difference_interval(k1: int, n1: int, k2: int, n2: int, z: float = 1.96) -> tuple[float, float, float]:
-    """(p2 − p1, and its normal-approximation 95% interval) for two independent proportions."""
-    p1, p2 = k1 / n1, k2 / n2
-    half = z * math.sqrt(p1 * (1 - p1) / n1 + p2 * (1 - p2) / n2)
-    return (p2 - p1, p2 - p1 - half, p2 - p1 + half)
+def stratified_change(strata: list[tuple[int, int, int, int]], z: float = 1.96) -> tuple[float, float, float]:
+    """The pooled rate's change after − before, and its 95% interval, over strata (k before, n before, k after,
+    n after), each a (seed, problem): before and after answer the same problems, and problems differ far more
+    from one another than training moves one, a spread that the difference of the two pooled proportions would
+    count as noise. Each stratum's variance takes its rate as (k + 0.5) / (n + 1), so that one at 0 or 1 still
+    counts some."""
+    n_before, n_after = sum(s[1] for s in strata), sum(s[3] for s in strata)
+    change = sum(s[2] for s in strata) / n_after - sum(s[0] for s in strata) / n_before
+    var = 0.0
+    for k1, n1, k2, n2 in strata:
+        for k, n, total in ((k1, n1, n_before), (k2, n2, n_after)):
+            if n:
+                p = (k + 0.5) / (n + 1)
+                var += (n / total) ** 2 * p * (1 - p) / n
+    half = z * math.sqrt(var)
+    return (change, change - half, change + half)
 
 
 def evaluate(
@@ -169,34 +180,33 @@ def evaluate(
     began, spent = time.monotonic(), {}
     generate = timed_generator(local_generator(policy), spent)
     episodes = run_episodes([p for problems in sets.values() for p in problems], samples, generate, scorer, 1)
+    answers = [(ep.problem.id, ep.turns[0].outcome) for ep in episodes if not ep.turns[0].outcome.service_fault]
     counts = {}
     for key, problems in sets.items():
         ids = {p.id for p in problems}
-        judged = [o for o in (ep.turns[0].outcome for ep in episodes if ep.problem.id in ids) if not o.service_fault]
+        judged = [o for pid, o in answers if pid in ids]
         counts[key] = {
-            "n": len(judged),
-            "correct": sum(o.correct for o in judged),
-            "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
-            "rejected": sum(o.verdict == "rejected" for o in judged),
-            "verdicts": dict(Counter(o.verdict or "no_code" for o in judged).most_common()),
+            **_counts(judged),
             "rejected_why": [
                 (o.feedback.strip().splitlines() or [""])[0][:200] for o in judged if o.verdict == "rejected"
             ],
-            "by_problem": {
-                p.id: dict(
-                    Counter(
-                        ep.turns[0].outcome.verdict or "no_code"
-                        for ep in episodes
-                        if ep.problem.id == p.id and not ep.turns[0].outcome.service_fault
-                    ).most_common()
-                )
-                for p in problems
-            },
+            "by_problem": {p.id: _counts([o for pid, o in answers if pid == p.id]) for p in problems},
         }
     seconds = {"seconds": round(time.monotonic() - began, 1), "generate_s": round(spent.get("generate_s", 0.0), 1)}
     answers = ", ".join(f"{key} {c['n']} ({c['correct']} correct; {c['verdicts']})" for key, c in counts.items())
     log(f"evaluated {name}: {answers} answers, {seconds['seconds']:.0f} s ({seconds['generate_s']:.0f} s generating)")
     return counts, seconds
+
+
+def _counts(judged: list[Any]) -> dict[str, Any]:
+    """One-turn outcomes counted: answers, correct, Fast@1, rejected, and each verdict (`no_code`: none)."""
+    return {
+        "n": len(judged),
+        "correct": sum(o.correct for o in judged),
+        "fast1": round(fast_p(((o.correct, o.speedup) for o in judged), 1.0) * len(judged)),
+        "rejected": sum(o.verdict == "rejected" for o in judged),
+        "verdicts": dict(Counter(o.verdict or "no_code" for o in judged).most_common()),
+    }
 
 
 def cold_start(
@@ -400,7 +410,8 @@ def timed_generator(generate: Generate, spent: dict[str, float]) -> Generate:
 
 
 def figures(records: list[dict]) -> dict[str, Any]:
-    """Pooled over seeds: before and after, with Wilson intervals, and their difference, per set and measure."""
+    """Pooled over seeds: before and after, with Wilson intervals, and their change with its interval stratified
+    by seed and problem (`stratified_change`), per set and measure."""
     out: dict[str, Any] = {}
     for name in records[0]["before"]:
         for measure in ("correct", "fast1", "rejected"):
@@ -409,7 +420,13 @@ def figures(records: list[dict]) -> dict[str, Any]:
                 for w in ("before", "after")
             }
             (k1, n1), (k2, n2) = tot["before"], tot["after"]
-            diff = difference_interval(k1, n1, k2, n2) if n1 and n2 else (math.nan,) * 3
+            strata = [
+                (b[measure], b["n"], a[measure], a["n"])
+                for r in records
+                for pid, b in r["before"][name]["by_problem"].items()
+                if (a := r["after"][name]["by_problem"].get(pid)) is not None
+            ]
+            diff = stratified_change(strata) if n1 and n2 else (math.nan,) * 3
             out[f"{name}/{measure}"] = {
                 "before": k1 / n1 if n1 else math.nan, "before_ci": wilson(k1, n1),
                 "after": k2 / n2 if n2 else math.nan, "after_ci": wilson(k2, n2),
