@@ -62,27 +62,37 @@ _BINDS_UNSPELLED = frozenset(
 def refuse_without_model_new(candidate: str, tree: ast.Module) -> None:
     """A compile error before any child for a source that cannot define `ModelNew` (an RL answer that named its
     class otherwise or left it out): its load would say the same after waiting for both children. A source that
-    could bind the name without spelling it is left to the load."""
+    could bind the name without spelling it is left to the load. Names are read from the syntax tree, where the
+    parser has normalised them (`class ＭodelNew` defines `ModelNew`), with every string constant."""
     if "ModelNew" in candidate:
         return
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            name = node.id
-        elif isinstance(node, ast.Attribute):
-            name = node.attr
-        elif isinstance(node, ast.alias):
-            name = node.name.split(".")[0]
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            name = node.name
-        else:
-            continue
-        if name in _BINDS_UNSPELLED:
-            return
+        for name in _spelled(node):
+            if "ModelNew" in name or name in _BINDS_UNSPELLED:
+                return
     raise EarlyVerdict(
         Verdict.COMPILE_ERROR,
         "The candidate defines no class `ModelNew`: the module must define `class ModelNew(nn.Module)` with the "
         "reference's constructor arguments and a `forward` that takes its inputs.",
     )
+
+
+def _spelled(node: ast.AST) -> list[str]:
+    """The names and strings a node spells."""
+    match node:
+        case ast.Name(id=name) | ast.Attribute(attr=name) | ast.arg(arg=name):
+            return [name]
+        case ast.ClassDef(name=name) | ast.FunctionDef(name=name) | ast.AsyncFunctionDef(name=name):
+            return [name]
+        case ast.alias(name=name, asname=asname):
+            return [name.split(".")[0], asname or ""]
+        case ast.keyword(arg=name) if name is not None:
+            return [name]
+        case ast.Global(names=names) | ast.Nonlocal(names=names):
+            return list(names)
+        case ast.Constant(value=str() as text):
+            return [text]
+    return []
 
 
 def static_triage(record: Record, candidate: str, tree: ast.Module) -> None:
