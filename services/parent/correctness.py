@@ -111,53 +111,55 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
                 )
             if structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs"):
                 raise EarlyVerdict(Verdict.INCORRECT, "The candidate's inputs changed type or shape during forward().")
-            cand_got = None
-            if small:
-                if ref_got is None:
-                    ref_got = link.receive_parts(link.ref, {"inputs": ref_h.inputs, "output": ref_struct}, deadline)
-                cand_got = link.receive_parts(link.cand, _kept(cand_h, i), deadline)
-            if ref_h.mutated or not large_inputs:
-                ref_in = _handed(link, link.ref, ref_got, "inputs", ref_h.inputs, deadline)
-                cand_in = _handed(link, link.cand, cand_got, "inputs", cand_h.inputs, deadline)
-                _inputs_after_call(link, record, ref_h, ref_in, cand_in, i)
-                del ref_in, cand_in  # large ones: gone before the outputs arrive
-            else:
-                _large_inputs_after_call(record, ref_h, cand_h, i)
-            ref_out = _handed(link, link.ref, ref_got, "output", ref_struct, deadline)
-            cand_out = _handed(link, link.cand, cand_got, "output", cand_struct, deadline)
-            cmp = link.compare(ref_out, cand_out)
-            summary.absorb(cmp)
-            if not cmp.ok:
-                out.summary = _summary(summary, i + 1, i, atol, rtol)
-                raise record.fail(
-                    CheckName.OUTPUTS_MATCH,
-                    f"trial {i + 1}: {cmp.reason}",
-                    Verdict.INCORRECT,
-                    feedback.mismatch(i, trials, cmp, _tf32_suspect(candidate_source, cmp, ref_out)),
-                )
-            # This process holds at most two outputs at once: at KernelBench's published sizes one is 7.5 GB, and an
-            # H100's 80 GB held the evaluation's parent and children only just (docs/benchmarks.md).
-            del ref_out, ref_got
-            if i == 0:
-                again = _handed(link, link.cand, cand_got, "output2", cand_h.structures[1], deadline)
-                det = link.compare(cand_out, again)
-                del again
-                if not det.ok and _reference_varies(link, seed, ref_struct, deadline):
-                    record.stand_down(
-                        CheckName.DETERMINISTIC,
-                        f"two calls on the same inputs differ ({det.reason}), and so do the reference's own",
-                        {"mismatched_elements": det.mismatched},
-                    )
-                elif not record.check(
-                    CheckName.DETERMINISTIC, det.ok, det.reason or "two calls on the same inputs agree"
-                ):
-                    raise EarlyVerdict(
+            # Received and compared in one turn of the device: between two, a waiting measurement would go first.
+            with link.gpu_turn(f"receiving and comparing trial {i + 1}"):
+                cand_got = None
+                if small:
+                    if ref_got is None:
+                        ref_got = link.receive_parts(link.ref, {"inputs": ref_h.inputs, "output": ref_struct}, deadline)
+                    cand_got = link.receive_parts(link.cand, _kept(cand_h, i), deadline)
+                if ref_h.mutated or not large_inputs:
+                    ref_in = _handed(link, link.ref, ref_got, "inputs", ref_h.inputs, deadline)
+                    cand_in = _handed(link, link.cand, cand_got, "inputs", cand_h.inputs, deadline)
+                    _inputs_after_call(link, record, ref_h, ref_in, cand_in, i)
+                    del ref_in, cand_in  # large ones: gone before the outputs arrive
+                else:
+                    _large_inputs_after_call(record, ref_h, cand_h, i)
+                ref_out = _handed(link, link.ref, ref_got, "output", ref_struct, deadline)
+                cand_out = _handed(link, link.cand, cand_got, "output", cand_struct, deadline)
+                cmp = link.compare(ref_out, cand_out)
+                summary.absorb(cmp)
+                if not cmp.ok:
+                    out.summary = _summary(summary, i + 1, i, atol, rtol)
+                    raise record.fail(
+                        CheckName.OUTPUTS_MATCH,
+                        f"trial {i + 1}: {cmp.reason}",
                         Verdict.INCORRECT,
-                        "Two calls of forward() on the same inputs gave different "
-                        f"outputs ({det.reason}): this usually means reading "
-                        "uninitialised memory or a race between programs.",
+                        feedback.mismatch(i, trials, cmp, _tf32_suspect(candidate_source, cmp, ref_out)),
                     )
-            del cand_out, cand_got
+                # This process holds at most two outputs at once: at KernelBench's published sizes one is 7.5 GB, and an
+                # H100's 80 GB held the evaluation's parent and children only just (docs/benchmarks.md).
+                del ref_out, ref_got
+                if i == 0:
+                    again = _handed(link, link.cand, cand_got, "output2", cand_h.structures[1], deadline)
+                    det = link.compare(cand_out, again)
+                    del again
+                    if not det.ok and _reference_varies(link, seed, ref_struct, deadline):
+                        record.stand_down(
+                            CheckName.DETERMINISTIC,
+                            f"two calls on the same inputs differ ({det.reason}), and so do the reference's own",
+                            {"mismatched_elements": det.mismatched},
+                        )
+                    elif not record.check(
+                        CheckName.DETERMINISTIC, det.ok, det.reason or "two calls on the same inputs agree"
+                    ):
+                        raise EarlyVerdict(
+                            Verdict.INCORRECT,
+                            "Two calls of forward() on the same inputs gave different "
+                            f"outputs ({det.reason}): this usually means reading "
+                            "uninitialised memory or a race between programs.",
+                        )
+                del cand_out, cand_got
             if i == 0 and small:
                 expect = {"inputs": ref_h.inputs, "output": ref_struct}
         # Once: each trial's Call drops what the child kept from the last before it runs, so a release between

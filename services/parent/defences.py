@@ -51,18 +51,19 @@ def recheck(link: Link, record: Record, call: TimedCall, ref_struct: Structure |
     measurement, must still have the digest its call reported: no later call may mend it."""
     # Buffers are sized by what the reference returned, never by what a candidate's reply claims: an output it
     # says is huge would run the parent out of memory, which counts against the problem (services.evaluator).
-    same = call.structure == ref_struct
-    ref_h, got = link.call_and_receive(
-        link.ref,
-        Call(seed=call.seed),
-        {"output": call.structure} if same else None,
-        deadline,
-        "re-running the reference",
-    )
-    cand_out = None
-    if call.retained is not None and structure_mismatch(ref_h.structures[0], call.structure) is None:
-        cand_out = link.receive_copies([call.retained], ref_h.structures[0], deadline)[0]
-    _judge(link, record, call, ref_h.structures[0], got["output"] if got is not None else None, cand_out, deadline)
+    with link.gpu_turn("re-checking a timed call"):  # received and compared in one turn
+        same = call.structure == ref_struct
+        ref_h, got = link.call_and_receive(
+            link.ref,
+            Call(seed=call.seed),
+            {"output": call.structure} if same else None,
+            deadline,
+            "re-running the reference",
+        )
+        cand_out = None
+        if call.retained is not None and structure_mismatch(ref_h.structures[0], call.structure) is None:
+            cand_out = link.receive_copies([call.retained], ref_h.structures[0], deadline)[0]
+        _judge(link, record, call, ref_h.structures[0], got["output"] if got is not None else None, cand_out, deadline)
 
 
 def recheck_all(
@@ -70,19 +71,20 @@ def recheck_all(
 ) -> None:
     """`recheck` for a measurement's chosen calls and its last, in three requests rather than two a call: the
     reference's outputs for every seed in one, the candidate's retained copies in another, its last output in a
-    third. On a shared GPU each request waits for other evaluations' measurements. One by one where the
-    reference's output is not of one structure for every seed."""
-    ref_outs = link.recompute([c.seed for c in calls], ref_struct, deadline) if ref_struct and calls else None
-    if ref_outs is None:
-        for call in calls:
-            recheck(link, record, call, ref_struct, deadline)
-        return
-    copied = [
-        c.retained for c in calls if c.retained is not None and structure_mismatch(ref_struct, c.structure) is None
-    ]
-    copies = dict(zip(copied, link.receive_copies(copied, ref_struct, deadline), strict=True)) if copied else {}
-    for call, ref_out in zip(calls, ref_outs, strict=True):
-        _judge(link, record, call, ref_struct, ref_out, copies.get(call.retained), deadline)
+    third, all within one turn of the device. One by one where the reference's output is not of one structure
+    for every seed."""
+    with link.gpu_turn("re-checking timed calls"):  # received and compared in one turn
+        ref_outs = link.recompute([c.seed for c in calls], ref_struct, deadline) if ref_struct and calls else None
+        if ref_outs is None:
+            for call in calls:
+                recheck(link, record, call, ref_struct, deadline)
+            return
+        copied = [
+            c.retained for c in calls if c.retained is not None and structure_mismatch(ref_struct, c.structure) is None
+        ]
+        copies = dict(zip(copied, link.receive_copies(copied, ref_struct, deadline), strict=True)) if copied else {}
+        for call, ref_out in zip(calls, ref_outs, strict=True):
+            _judge(link, record, call, ref_struct, ref_out, copies.get(call.retained), deadline)
 
 
 def _judge(
@@ -147,8 +149,10 @@ def distinct_outputs(link: Link, record: Record, ref_struct: Structure | None, d
     repeats = sum(len(g) - 1 for g in groups)
     for seeds in groups[:MAX_REPEAT_GROUPS]:
         seeds = seeds[:MAX_REPEAT_CALLS]
-        outs = link.recompute(seeds, ref_struct, deadline) if ref_struct else None
-        if outs is None or not _alike(link, outs):
+        with link.gpu_turn("re-running the reference on repeating calls' seeds"):
+            outs = link.recompute(seeds, ref_struct, deadline) if ref_struct else None
+            alike = outs is not None and _alike(link, outs)
+        if not alike:
             raise record.fail(
                 CheckName.TIMED_OUTPUT_RECHECK,
                 f"{repeats} call(s) returned an earlier call's output, where the reference's outputs for the same "

@@ -70,16 +70,17 @@ def output_dependence(link: Link, record: Record) -> None:
     cand_struct = cand_h.structures[0]
     same = structure_mismatch(ref_struct, cand_struct) is None
     if same:
-        ref_out = link.receive(link.ref, "output", ref_struct, deadline)
-        cand_out = link.receive(link.cand, "output", cand_struct, deadline)
-        cmp = link.compare(ref_out, cand_out)
-        measured |= {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
-        same = cmp.ok
-        if same and ref_h.mutated and structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs") is None:
-            ref_in = link.receive(link.ref, "inputs", ref_h.inputs, deadline)
-            cand_in = link.receive(link.cand, "inputs", cand_h.inputs, deadline)
-            same = link.compare(ref_in, cand_in).ok
-            measured["inputs_updated_like_the_reference"] = same
+        with link.gpu_turn("receiving and comparing the neutralised call's outputs"):
+            ref_out = link.receive(link.ref, "output", ref_struct, deadline)
+            cand_out = link.receive(link.cand, "output", cand_struct, deadline)
+            cmp = link.compare(ref_out, cand_out)
+            measured |= {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
+            same = cmp.ok
+            if same and ref_h.mutated and structure_mismatch(ref_h.inputs, cand_h.inputs, "inputs") is None:
+                ref_in = link.receive(link.ref, "inputs", ref_h.inputs, deadline)
+                cand_in = link.receive(link.cand, "inputs", cand_h.inputs, deadline)
+                same = link.compare(ref_in, cand_in).ok
+                measured["inputs_updated_like_the_reference"] = same
     link.release(deadline)
     if same:
         raise record.fail(

@@ -162,6 +162,7 @@ class Link:
         self.compile_total_s = 0.0  # the candidate child's compile time so far, as it reports it
         self.compile_granted_s = 0.0  # deadline extensions granted for compilation (the allowance spent)
         self.gpu_waited_s = 0.0  # waiting for other evaluations' measurements on the device
+        self._in_turn = False  # within `gpu_turn`
         # "<child>.<command>" -> {"n": requests, "s": seconds from sending to the reply, waits for GPU turns
         # excluded}: where the evaluation's time goes outside its measurement (the worker logs it); the profile and
         # timed requests' parts as their children report them, as "<child>.profile_<part>" and "<child>.time_<part>"
@@ -267,34 +268,43 @@ class Link:
         )
 
     @contextmanager
-    def _gpu_turn(self, what: str) -> Iterator[None]:
-        """The device's slot, shared, for one request or this process's own GPU work (a no-op during this
-        evaluation's own measurement)."""
+    def gpu_turn(self, what: str) -> Iterator[None]:
+        """The device's slot, shared, for requests and this process's own GPU work (a no-op during this
+        evaluation's own measurement, and within a turn already held): a stage that receives tensors and compares
+        them holds one turn for both, since between two turns a waiting measurement would go first and the stage
+        would wait all of it."""
+        if self._in_turn:
+            yield
+            return
         asked = time.monotonic()
         with self.slot.shared(what):
             self.gpu_waited_s += time.monotonic() - asked
-            yield
+            self._in_turn = True
+            try:
+                yield
+            finally:
+                self._in_turn = False
 
     # -- this process's own GPU work: beside other evaluations' requests, never during their measurements -------
     def compare(self, ref: list[torch.Tensor], cand: list[torch.Tensor]) -> Comparison:
         """`compare_outputs` with this evaluation's tolerances. Comparing the outputs of KernelBench's published
         sizes reads gigabytes: during another evaluation's timed calls it would take their memory bandwidth."""
-        with self._gpu_turn("comparing tensors in the parent"):
+        with self.gpu_turn("comparing tensors in the parent"):
             return compare_outputs(ref, cand, self.tol)
 
     def inputs_equal(self, before: list[torch.Tensor], after: list[torch.Tensor]) -> bool:
         """`services.compare.inputs_equal`, in a turn as `compare` is."""
-        with self._gpu_turn("comparing inputs in the parent"):
+        with self.gpu_turn("comparing inputs in the parent"):
             return inputs_equal(before, after)
 
     def digest(self, found: list[torch.Tensor]) -> list[int]:
         """The output digest (`tensors.fingerprint`) of tensors this process holds, in a turn as `compare` is."""
-        with self._gpu_turn("digesting tensors in the parent"):
+        with self.gpu_turn("digesting tensors in the parent"):
             return tensors.fingerprint(found).tolist()
 
     def alike(self, first: list[torch.Tensor], others: list[list[torch.Tensor]]) -> bool:
         """Whether each of `others` matches `first` within the tolerances or by its output digest, in one turn."""
-        with self._gpu_turn("comparing tensors in the parent"):
+        with self.gpu_turn("comparing tensors in the parent"):
             digest = tensors.fingerprint(first).tolist()
             return all(
                 compare_outputs(first, other, self.tol).ok or tensors.fingerprint(other).tolist() == digest
@@ -326,7 +336,7 @@ class Link:
         limited = not is_ref and isinstance(command, Call | Time)
         wait: float | CallDeadline = deadline
         try:
-            with self._gpu_turn(what):
+            with self.gpu_turn(what):
                 # Waiting for other evaluations' measurements is not this evaluation's time.
                 deadline += self.gpu_waited_s
                 wait = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
@@ -379,7 +389,7 @@ class Link:
         assert self.cand not in children  # a candidate's calls run under their own CallDeadline (`ask`)
         self.stop_if_cancelled()
         try:
-            with self._gpu_turn(what):
+            with self.gpu_turn(what):
                 deadline += self.gpu_waited_s
                 sent = time.monotonic()
                 for child, command in zip(children, commands, strict=True):
@@ -517,11 +527,12 @@ class Link:
         msg = structure_mismatch(ref_struct, cand_struct)
         if msg is not None:
             return msg, {"structure_matches": False}
-        if ref_out is None:
-            ref_out = self.receive(self.ref, "output", ref_struct, deadline)
-        if cand_out is None:
-            cand_out = self.receive(self.cand, "output", cand_struct, deadline)
-        cmp = self.compare(ref_out, cand_out)
+        with self.gpu_turn("receiving and comparing outputs"):
+            if ref_out is None:
+                ref_out = self.receive(self.ref, "output", ref_struct, deadline)
+            if cand_out is None:
+                cand_out = self.receive(self.cand, "output", cand_struct, deadline)
+            cmp = self.compare(ref_out, cand_out)
         measured: dict[str, Measure] = {"max_abs_error": cmp.max_abs_error, "mismatched_elements": cmp.mismatched}
         return (None if cmp.ok else cmp.reason), measured
 

@@ -349,3 +349,34 @@ def test_the_parents_comparisons_wait_for_another_evaluations_measurement(tmp_pa
     assert link.inputs_equal(x, x) and link.alike(x, [x, x]) and link.digest(x) == link.digest([x[0].clone()])
     m.join(5)
     assert link.gpu_waited_s >= 0.2 and parent.longest_shared[1].startswith(("comparing", "digesting"))
+
+
+def test_a_turn_held_for_receiving_and_comparing_is_not_given_up_to_a_waiting_measurement(tmp_path):
+    # Between a receive's turn and a comparison's, a waiting measurement would go first and the evaluation would
+    # wait all of it: the stage holds one turn for both, and the comparison inside it does not ask again.
+    import torch
+
+    from services.parent.link import Link
+    from services.parent.record import Record
+    from services.schema import EvalOptions
+    from services.settings import EvalSettings
+
+    settings = EvalSettings()
+    measurer = TimingSlot(tmp_path / "gpu-x.lock")
+    link = Link(settings, EvalOptions(), "cpu", Record(settings.defences), lambda role: None)
+    link.slot = TimingSlot(tmp_path / "gpu-x.lock")
+    x = [torch.arange(6.0)]
+    log: list[str] = []
+
+    def measure() -> None:
+        with measurer():
+            log.append("measured")
+
+    with link.gpu_turn("receiving and comparing"):
+        m = threading.Thread(target=measure)
+        m.start()
+        time.sleep(0.3)  # the measurement now waits for this turn
+        assert link.compare(x, [x[0].clone()]).ok and link.digest(x) == link.digest(x)
+        log.append("compared")
+    m.join(5)
+    assert log == ["compared", "measured"] and link.gpu_waited_s < 0.2
