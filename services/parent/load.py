@@ -63,7 +63,7 @@ def refuse_without_model_new(candidate: str, tree: ast.Module) -> None:
     """A compile error before any child for a source that cannot define `ModelNew` (an RL answer that named its
     class otherwise or left it out): its load would say the same after waiting for both children. A source that
     could bind the name without spelling it is left to the load. Names are read from the syntax tree, where the
-    parser has normalised them (`class ＭodelNew` defines `ModelNew`), with every string constant."""
+    parser has normalised them (`class ＭodelNew` defines `ModelNew`), with every string and bytes constant."""
     if "ModelNew" in candidate:
         return
     for node in ast.walk(tree):
@@ -92,6 +92,8 @@ def _spelled(node: ast.AST) -> list[str]:
             return list(names)
         case ast.Constant(value=str() as text):
             return [text]
+        case ast.Constant(value=bytes() as data):  # a pickled or marshalled name
+            return [data.decode("latin-1")]
     return []
 
 

@@ -197,6 +197,7 @@ def test_missing_model_new_is_compile_error_before_any_child(evaluator, relu):
         ("import inspect\ninspect.currentframe().f_globals['Model' + 'New'] = int\n", False),
         ("class \uff2dodelNew:\n    pass\n", False),  # fullwidth M: the parser's NFKC makes it ModelNew
         ("X = type('Model\\x4eew', (), {})\n", False),  # the name in a string, escaped: left to the load
+        ("import pickle\npickle.loads(b'...Model\\x4eew...')\n", False),  # escaped in bytes: left to the load
     ],
 )
 def test_only_a_source_that_cannot_bind_model_new_is_refused_before_its_load(source, refused):
