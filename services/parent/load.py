@@ -86,6 +86,8 @@ def _spelled(node: ast.AST) -> list[str]:
             return [name]
         case ast.alias(name=name, asname=asname):
             return [name.split(".")[0], asname or ""]
+        case ast.ImportFrom(module=str() as module):  # `from sys import modules`
+            return [module.split(".")[0]]
         case ast.keyword(arg=name) if name is not None:
             return [name]
         case ast.Global(names=names) | ast.Nonlocal(names=names):
@@ -99,7 +101,8 @@ def _spelled(node: ast.AST) -> list[str]:
 
 def static_triage(record: Record, candidate: str, tree: ast.Module) -> None:
     """AST triage (of `candidate`'s `tree`) before anything runs: every finding is a check, hard ones reject, the
-    rest are advisory. A source that defines no ModelNew is left to the load, which says exactly why."""
+    rest are advisory. A source with no `class ModelNew` statement is left to the load, which says exactly why
+    (one that cannot bind the name at all was refused before: `refuse_without_model_new`)."""
     if not any(isinstance(node, ast.ClassDef) and node.name == "ModelNew" for node in ast.walk(tree)):
         return
     findings = triage(candidate)

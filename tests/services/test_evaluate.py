@@ -193,6 +193,7 @@ def test_missing_model_new_is_compile_error_before_any_child(evaluator, relu):
         ("import sys\nclass Other:\n    pass\nsys.modules[__name__].__dict__['M' + 'odelNew'] = Other\n", False),
         ("class Other:\n    pass\nexec('Model' + 'New = Other')\n", False),
         ("from helpers import *\n", False),
+        ("from sys import modules\nmodules[__name__].Fast = 1\n", False),
         ("def __getattr__(name):\n    return object\n", False),
         ("import inspect\ninspect.currentframe().f_globals['Model' + 'New'] = int\n", False),
         ("class \uff2dodelNew:\n    pass\n", False),  # fullwidth M: the parser's NFKC makes it ModelNew
