@@ -221,12 +221,8 @@ class LocalTrainer:
         parts = self.cfg.mini_batches
         if parts == 1 or len(rows) < 2:
             return self.update(rows)
-        order = torch.randperm(len(rows), generator=self.generator).tolist()
-        shares = [
-            [rows[j] for j in share.tolist()]
-            for share in torch.tensor_split(torch.tensor(order), min(parts, len(rows)))
-        ]
-        steps = [self.update(share) for share in shares]
+        order = torch.randperm(len(rows), generator=self.generator)
+        steps = [self.update([rows[j] for j in share.tolist()]) for share in order.tensor_split(min(parts, len(rows)))]
         return {
             "train/loss": sum(m["train/loss"] for m in steps) / len(steps),
             "train/grad_norm": sum(m["train/grad_norm"] for m in steps) / len(steps),

@@ -151,7 +151,7 @@ def distinct_outputs(link: Link, record: Record, ref_struct: Structure | None, d
         seeds = seeds[:MAX_REPEAT_CALLS]
         with link.gpu_turn("re-running the reference on repeating calls' seeds"):
             outs = link.recompute(seeds, ref_struct, deadline) if ref_struct else None
-            alike = outs is not None and _alike(link, outs)
+            alike = outs is not None and link.alike(outs[0], outs[1:])
         if not alike:
             raise record.fail(
                 CheckName.TIMED_OUTPUT_RECHECK,
@@ -169,12 +169,6 @@ def distinct_outputs(link: Link, record: Record, ref_struct: Structure | None, d
         "for the same inputs are alike too",
         measured={"repeated_outputs": repeats, "outputs": len(record.evidence.digests)},
     )
-
-
-def _alike(link: Link, outs: list[list[torch.Tensor]]) -> bool:
-    """Whether the reference's outputs for a group of seeds all match the first, within the tolerance or by
-    digest."""
-    return link.alike(outs[0], outs[1:])
 
 
 def _allowed_ms(link: Link, candidate: RuntimeStats) -> float:
