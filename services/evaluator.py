@@ -13,7 +13,7 @@ import os
 import platform
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ class Evaluator:
             finally:
                 self._current = None
                 diagnostics.requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in link.requests.items()}
-                self._free_receive_buffers(device)
+                self._free_receive_buffers(link)
         # Outside `total`: this process's receive buffers given back, and the wait for the children to be gone.
         closing = {"closing": round(time.monotonic() - ran, 4)}
         return Evaluation(result.model_copy(update={"phases": result.phases | closing}), diagnostics)
@@ -311,7 +311,7 @@ class Evaluator:
         shared = held if held is not None and len(held) < MEMORY_UNITS else None
         if shared is None:
             link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
-            self._free_receive_buffers(link.device)
+            self._free_receive_buffers(link)
             return n
         device = self._device_bytes()
         for together in (n, 1):
@@ -321,17 +321,22 @@ class Evaluator:
                 diagnostics.memory_units_kept = len(shared)
                 return together
         link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
-        self._free_receive_buffers(link.device)
+        self._free_receive_buffers(link)
         drain_closed_children(every=False)  # the candidate's memory is free before its units are
         together = n if device_memory.units(further_processes_bytes(*sizes, n), device) <= len(shared) else 1
         shared.keep(device_memory.units(further_processes_bytes(*sizes, together), device))
         diagnostics.memory_units_kept = len(shared)
         return together
 
-    def _free_receive_buffers(self, device: str) -> None:
-        """What this process received the children's tensors in goes back to the device, not to an idle cache."""
-        if device == "cuda":
-            self._mem_pools, self._arenas = {}, {}
+    def _free_receive_buffers(self, link: Link) -> None:
+        """What this process received the children's tensors in goes back to the device, not to an idle cache. In a
+        turn of the device's slot: memory given back is unmapped, and a memory-bound call measured beside 4 GiB
+        given back in a loop took 12% longer on an H200 (docs/benchmarks.md, driver contention). A cancelled
+        evaluation gives it back at once."""
+        if link.device != "cuda":
+            return
+        self._mem_pools, self._arenas = {}, {}
+        with nullcontext() if link.cancelled else link.gpu_turn("giving back the parent's receive buffers"):
             if self.settings.keep_large_receive_buffers:
                 # A buffer a child kept mapped waits in torch's IPC limbo until the child lets go: a reference child
                 # at its release, a candidate's when it is gone (this evaluation's, or at the latest the next's).

@@ -262,9 +262,10 @@ def _warm_device_code() -> None:
     the first int64 sum took 79 ms, the first randn 25 ms and the first matmul (the cuBLAS handle) 136 ms, all of
     which an evaluation's first calls paid, and its first timed call inside the timing slot. Covers the input
     generators, the output digest (its int32 and byte views), poisoning, copies and comparisons in the floating
-    dtypes problems use, and a matmul per dtype under the reference's FLOP counter: 0.3 s of a waiting child's CPU
-    and 190 MiB of its device memory (most of it cuBLAS's) on an H200. Trusted code: no user code has run yet. It
-    saves time and decides nothing; where it fails, the first requests load what they need as before."""
+    dtypes problems use, and a matmul and a convolution per dtype under the reference's FLOP counter (the first
+    convolution, cuDNN's handle, took 90 ms after the rest of this warm-up: bench/first_use.py): 0.3 s of a waiting
+    child's CPU and 190 MiB of its device memory (most of it cuBLAS's) on an H200. Trusted code: no user code has
+    run yet. It saves time and decides nothing; where it fails, the first requests load what they need as before."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -279,8 +280,10 @@ def _warm_device_code() -> None:
                 torch.equal(x, y.clone())
                 x.fill_(float("nan"))
             a = torch.randn(16, 16, device="cuda", dtype=dtype)
+            image, weight = (torch.randn(*shape, device="cuda", dtype=dtype) for shape in ((1, 4, 8, 8), (4, 4, 3, 3)))
             with FlopCounterMode(display=False):
                 a @ a
+                torch.nn.functional.conv2d(image, weight)
         torch.randint(0, 8, (255,), device="cuda").fill_(7)
         torch.empty(256, dtype=torch.int32, device="cuda").zero_()
         torch.cuda._sleep(1)
