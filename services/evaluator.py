@@ -331,11 +331,14 @@ class Evaluator:
     def _free_receive_buffers(self, link: Link) -> None:
         """What this process received the children's tensors in goes back to the device, not to an idle cache. In a
         turn of the device's slot: memory given back is unmapped, and a memory-bound call measured beside 4 GiB
-        given back in a loop took 12% longer on an H200 (docs/benchmarks.md, driver contention). A cancelled
-        evaluation gives it back at once."""
+        given back in a loop took 12% longer on an H200 (docs/benchmarks.md, driver contention). With nothing held
+        (a source refused before its children started) there is no turn to wait for, and a cancelled evaluation
+        gives its buffers back at once."""
         if link.device != "cuda":
             return
         self._mem_pools, self._arenas = {}, {}
+        if torch.cuda.memory_reserved() == 0:
+            return
         with nullcontext() if link.cancelled else link.gpu_turn("giving back the parent's receive buffers"):
             if self.settings.keep_large_receive_buffers:
                 # A buffer a child kept mapped waits in torch's IPC limbo until the child lets go: a reference child
