@@ -13,7 +13,7 @@ import os
 import platform
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,7 @@ class Evaluator:
             receive_arena=self.receive_arena if device == "cuda" and self.settings.keep_large_receive_buffers else None,
             memory_shared=shared,
             sized=(lambda inputs, output: self._sized(problem, memory.units, inputs, output)) if shared else None,
+            give_back=self._give_back_receive_buffers if device == "cuda" else None,
         )
         self._current = link
         with _reported(diagnostics), ExitStack() as stay:
@@ -159,7 +160,7 @@ class Evaluator:
             finally:
                 self._current = None
                 diagnostics.requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in link.requests.items()}
-                self._free_receive_buffers(link)
+                link.give_back_buffers()
         # Outside `total`: this process's receive buffers given back, and the wait for the children to be gone.
         closing = {"closing": round(time.monotonic() - ran, 4)}
         return Evaluation(result.model_copy(update={"phases": result.phases | closing}), diagnostics)
@@ -311,7 +312,7 @@ class Evaluator:
         shared = held if held is not None and len(held) < MEMORY_UNITS else None
         if shared is None:
             link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
-            self._free_receive_buffers(link)
+            link.give_back_buffers()
             return n
         device = self._device_bytes()
         for together in (n, 1):
@@ -321,30 +322,22 @@ class Evaluator:
                 diagnostics.memory_units_kept = len(shared)
                 return together
         link.release(time.monotonic() + link.settings.timing_timeout_s, link.ref, trim=True)
-        self._free_receive_buffers(link)
+        link.give_back_buffers()
         drain_closed_children(every=False)  # the candidate's memory is free before its units are
         together = n if device_memory.units(further_processes_bytes(*sizes, n), device) <= len(shared) else 1
         shared.keep(device_memory.units(further_processes_bytes(*sizes, together), device))
         diagnostics.memory_units_kept = len(shared)
         return together
 
-    def _free_receive_buffers(self, link: Link) -> None:
-        """What this process received the children's tensors in goes back to the device, not to an idle cache. In a
-        turn of the device's slot: memory given back is unmapped, and a memory-bound call measured beside 4 GiB
-        given back in a loop took 12% longer on an H200 (docs/benchmarks.md, driver contention). With nothing held
-        (a source refused before its children started) there is no turn to wait for, and a cancelled evaluation
-        gives its buffers back at once."""
-        if link.device != "cuda":
-            return
+    def _give_back_receive_buffers(self) -> None:
+        """What this process received the children's tensors in goes back to the device, not to an idle cache
+        (`Link.give_back_buffers` holds the turn)."""
         self._mem_pools, self._arenas = {}, {}
-        if torch.cuda.memory_reserved() == 0:
-            return
-        with nullcontext() if link.cancelled else link.gpu_turn("giving back the parent's receive buffers"):
-            if self.settings.keep_large_receive_buffers:
-                # A buffer a child kept mapped waits in torch's IPC limbo until the child lets go: a reference child
-                # at its release, a candidate's when it is gone (this evaluation's, or at the latest the next's).
-                torch.cuda.ipc_collect()
-            torch.cuda.empty_cache()
+        if self.settings.keep_large_receive_buffers:
+            # A buffer a child kept mapped waits in torch's IPC limbo until the child lets go: a reference child
+            # at its release, a candidate's when it is gone (this evaluation's, or at the latest the next's).
+            torch.cuda.ipc_collect()
+        torch.cuda.empty_cache()
 
     def _device_bytes(self) -> int:
         return torch.cuda.get_device_properties(0).total_memory

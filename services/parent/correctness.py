@@ -131,12 +131,16 @@ def correctness(link: Link, record: Record, trials: int, candidate_source: str) 
                 summary.absorb(cmp)
                 if not cmp.ok:
                     out.summary = _summary(summary, i + 1, i, atol, rtol)
-                    raise record.fail(
+                    wrong = record.fail(
                         CheckName.OUTPUTS_MATCH,
                         f"trial {i + 1}: {cmp.reason}",
                         Verdict.INCORRECT,
                         feedback.mismatch(i, trials, cmp, _tf32_suspect(candidate_source, cmp, ref_out)),
                     )
+                    # The evaluation ends: its buffers go back in this turn rather than one waited for at its close.
+                    del ref_out, cand_out, ref_got, cand_got
+                    link.give_back_buffers()
+                    raise wrong
                 # This process holds at most two outputs at once: at KernelBench's published sizes one is 7.5 GB, and an
                 # H100's 80 GB held the evaluation's parent and children only just (docs/benchmarks.md).
                 del ref_out, ref_got

@@ -144,6 +144,7 @@ class Link:
         receive_arena: Callable[[str], ReceiveArena] | None = None,
         memory_shared: bool = False,
         sized: Callable[[int, int], None] | None = None,
+        give_back: Callable[[], None] | None = None,
     ):
         self.settings = settings
         self.options = options
@@ -176,6 +177,7 @@ class Link:
         # Told the reference's input and output bytes on its first call; raises DeviceMemoryShort where the
         # evaluation needs more of the shared device's memory than it holds (services.evaluator).
         self.sized = sized or _fits
+        self._give_back = give_back  # this process's receive buffers, back to the device (services.evaluator)
 
     # -- secrets ----------------------------------------------------------------------------------------------
     def seed(self, purpose: str, i: int) -> int:
@@ -254,6 +256,19 @@ class Link:
             child.close()
         self.others.clear()
         return isolation
+
+    def give_back_buffers(self) -> None:
+        """What this process received the children's tensors in, back to the device. In a turn of the device's
+        slot: memory given back is unmapped, and a memory-bound call measured beside 4 GiB given back in a loop
+        took 12% longer on an H200 (docs/benchmarks.md, driver contention). With nothing held there is no turn to
+        wait for, and a cancelled evaluation gives them back at once."""
+        if self._give_back is None:
+            return
+        if self.cancelled or torch.cuda.memory_reserved() == 0:
+            self._give_back()
+            return
+        with self.gpu_turn("giving back the parent's receive buffers"):
+            self._give_back()
 
     # -- talking to the children -------------------------------------------------------------------------
     def call_limit(self) -> CallLimit:

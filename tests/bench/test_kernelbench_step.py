@@ -64,6 +64,8 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     fresh = row["new_references"]
     assert (fresh["problems"], fresh["timed_more_than_once"], fresh["processes"]) == (2, [], {"2": 2}), fresh
     assert 0 < fresh["more_processes_s"]["median"] <= fresh["whole_hold_s"]["median"], fresh
+    calls = fresh["reference_calls_s"]
+    assert 0 < calls["median"] <= calls["max"] and set(calls["over_target"]) <= set(report["ids"]), fresh
     assert other["new_references"] == {"evaluations": 0}  # one process: none timed in more
     further, alone = modes["step-gpus-1-settings-0"], modes["step-gpus-1-settings-1"]
     assert 0 <= further["reference_waits_s"] <= further["reference_starts_s"] and alone["reference_starts_s"] is None

@@ -104,3 +104,26 @@ def test_slow_placements_count_by_order_which_placement_was_fastest_and_which_ov
     # Sides over placements: 3.04/9.41/3.05 (fastest 1st, 2nd slow), 1.0/1.02/0.99 (fastest 3rd, none 5% slower),
     # 7.2/7.6/6.1 (fastest 3rd, 1st and 2nd slow); the one-placement reference is left out.
     assert slow_placements(timings) == {"sides": 3, "fastest": [1, 0, 2], "slower_by_5pct": [1, 2, 0]}
+
+
+def test_a_new_references_timed_calls_count_against_2_s_or_1_s_under_1_ms_a_call(monkeypatch):
+    # Issue 34's target: a new reference timed in at most 2 s of device time, 1 s where a call takes under 1 ms.
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import new_references
+
+    def timed(median_ms: float, trials: int) -> dict:
+        runtime = {"median_ms": median_ms, "mean_ms": median_ms, "trials": trials, "processes": 3}
+        return {"reference_runtime": runtime, "timings_from_cache": [], "phases": {"timing_reference_processes": 0.5}}
+
+    fresh = new_references(
+        [
+            ("level1/19_ReLU [honest]", timed(3.0, 600)),  # 1.8 s: within 2 s
+            ("level1/88_Gelu [copy]", timed(0.5, 2400)),  # 1.2 s: over 1 s, its call under 1 ms
+            ("level1/36_RMSNorm [copy]", timed(14.0, 150)),  # 2.1 s: over 2 s
+        ]
+    )
+    assert fresh["reference_calls_s"] == {
+        "median": 1.8,
+        "max": 2.1,
+        "over_target": {"level1/36_RMSNorm": 2.1, "level1/88_Gelu": 1.2},
+    }
