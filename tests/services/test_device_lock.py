@@ -22,6 +22,22 @@ time.sleep(600)
 """
 
 
+def measuring(slot: TimingSlot, log: list[str]) -> threading.Thread:
+    """Another evaluation's measurement in a thread, once it holds `slot`: 0.3 s, then "measured" in `log`."""
+    holds = threading.Event()
+
+    def measure() -> None:
+        with slot():
+            holds.set()
+            time.sleep(0.3)
+            log.append("measured")
+
+    m = threading.Thread(target=measure)
+    m.start()
+    assert holds.wait(5)
+    return m
+
+
 def holder(path) -> subprocess.Popen:
     """Another process that takes the slot and keeps it until killed."""
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(path)], stdout=subprocess.PIPE, text=True)
@@ -329,22 +345,11 @@ def test_the_parents_comparisons_wait_for_another_evaluations_measurement(tmp_pa
     from services.settings import EvalSettings
 
     settings = EvalSettings()
-    measurer = TimingSlot(tmp_path / "gpu-x.lock")
     parent = TimingSlot(tmp_path / "gpu-x.lock")
     link = Link(settings, EvalOptions(), "cpu", Record(settings.defences), lambda role: None, parent)
     x = [torch.arange(6.0)]
     log: list[str] = []
-    measuring = threading.Event()
-
-    def measure() -> None:
-        with measurer():
-            measuring.set()
-            time.sleep(0.3)
-            log.append("measured")
-
-    m = threading.Thread(target=measure)
-    m.start()
-    assert measuring.wait(5)
+    m = measuring(TimingSlot(tmp_path / "gpu-x.lock"), log)
     assert link.compare(x, [x[0].clone()]).ok and log == ["measured"]
     assert link.inputs_equal(x, x) and link.alike(x, [x, x]) and link.digest(x) == link.digest([x[0].clone()])
     m.join(5)
@@ -394,7 +399,6 @@ def test_the_parent_gives_its_buffers_back_in_a_turn_unless_it_holds_nothing(tmp
     from services.settings import EvalSettings
 
     settings = EvalSettings()
-    measurer = TimingSlot(tmp_path / "gpu-x.lock")
     given: list[str] = []
     link = Link(
         settings,
@@ -405,17 +409,7 @@ def test_the_parent_gives_its_buffers_back_in_a_turn_unless_it_holds_nothing(tmp
         TimingSlot(tmp_path / "gpu-x.lock"),
         give_back=lambda: given.append("given back"),
     )
-    measuring = threading.Event()
-
-    def measure() -> None:
-        with measurer():
-            measuring.set()
-            time.sleep(0.3)
-            given.append("measured")
-
-    m = threading.Thread(target=measure)
-    m.start()
-    assert measuring.wait(5)
+    m = measuring(TimingSlot(tmp_path / "gpu-x.lock"), given)
     link.give_back_buffers()  # no device memory reserved in this process
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: 1 << 30)
     link.give_back_buffers()
