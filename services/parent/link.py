@@ -261,14 +261,18 @@ class Link:
         """What this process received the children's tensors in, back to the device. In a turn of the device's
         slot: memory given back is unmapped, and a memory-bound call measured beside 4 GiB given back in a loop
         took 12% longer on an H200 (docs/benchmarks.md, driver contention). With nothing held there is no turn to
-        wait for, and a cancelled evaluation gives them back at once."""
+        wait for, and a cancelled evaluation gives them back at once, also one cancelled while it waits."""
         if self._give_back is None:
             return
         if self.cancelled or torch.cuda.memory_reserved() == 0:
             self._give_back()
             return
-        with self.gpu_turn("giving back the parent's receive buffers"):
+        try:
+            with self.gpu_turn("giving back the parent's receive buffers"):
+                self._give_back()
+        except EvaluationCancelled:
             self._give_back()
+            raise
 
     # -- talking to the children -------------------------------------------------------------------------
     def call_limit(self) -> CallLimit:

@@ -387,7 +387,7 @@ def test_a_turn_held_for_receiving_and_comparing_is_not_given_up_to_a_waiting_me
     assert log == ["compared", "measured"] and link.gpu_waited_s < 0.2
 
 
-def test_the_parent_gives_its_buffers_back_in_a_turn_unless_it_holds_nothing(tmp_path, monkeypatch):
+def test_the_parent_gives_its_buffers_back_in_a_turn_unless_it_holds_nothing_or_is_cancelled(tmp_path, monkeypatch):
     # Memory given back is unmapped, and beside that a memory-bound call measured on an H200 took 12% longer: the
     # parent's receive buffers go back in a turn of the slot. With nothing held there is nothing to unmap, and an
     # evaluation refused early does not wait for another's measurement.
@@ -415,3 +415,10 @@ def test_the_parent_gives_its_buffers_back_in_a_turn_unless_it_holds_nothing(tmp
     link.give_back_buffers()
     m.join(5)
     assert given == ["given back", "measured", "given back"] and link.gpu_waited_s >= 0.2, given
+    # Cancelled while it waits for the turn: the buffers go back at once all the same.
+    m = measuring(TimingSlot(tmp_path / "gpu-x.lock"), given)
+    link.slot.cancel()
+    with pytest.raises(EvaluationCancelled):
+        link.give_back_buffers()
+    m.join(5)
+    assert given[3:] == ["given back", "measured"], given
