@@ -262,10 +262,11 @@ def _warm_device_code() -> None:
     the first int64 sum took 79 ms, the first randn 25 ms and the first matmul (the cuBLAS handle) 136 ms, all of
     which an evaluation's first calls paid, and its first timed call inside the timing slot. Covers the input
     generators, the output digest (its int32 and byte views), poisoning, copies and comparisons in the floating
-    dtypes problems use, and a matmul and a convolution per dtype under the reference's FLOP counter (the first
-    convolution, cuDNN's handle, took 90 ms after the rest of this warm-up: bench/first_use.py): 0.3 s of a waiting
-    child's CPU and 190 MiB of its device memory (most of it cuBLAS's) on an H200. Trusted code: no user code has
-    run yet. It saves time and decides nothing; where it fails, the first requests load what they need as before."""
+    dtypes problems use, and a matmul and a convolution per dtype under the reference's FLOP counter (a problem's
+    first convolution, cuDNN's handle, took 90 ms after the rest of this warm-up and 11 ms after all of it:
+    bench/first_use.py): 0.45 s of a waiting child's CPU and 200 MiB of its device memory (most of it cuBLAS's) on
+    an H200. Trusted code: no user code has run yet. It saves time and decides nothing; where it fails, the first
+    requests load what they need as before."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
