@@ -143,7 +143,7 @@ class Evaluator:
             receive_arena=self.receive_arena if device == "cuda" and self.settings.keep_large_receive_buffers else None,
             memory_shared=shared,
             sized=(lambda inputs, output: self._sized(problem, memory.units, inputs, output)) if shared else None,
-            give_back=self._give_back_receive_buffers if device == "cuda" else None,
+            give_back=self._give_back_receive_buffers,
         )
         self._current = link
         with _reported(diagnostics), ExitStack() as stay:
@@ -331,7 +331,7 @@ class Evaluator:
 
     def _give_back_receive_buffers(self) -> None:
         """What this process received the children's tensors in goes back to the device, not to an idle cache
-        (`Link.give_back_buffers` holds the turn)."""
+        (`Link.give_back_buffers` holds the turn); nothing to do for a CPU evaluation's."""
         self._mem_pools, self._arenas = {}, {}
         if self.settings.keep_large_receive_buffers:
             # A buffer a child kept mapped waits in torch's IPC limbo until the child lets go: a reference child

@@ -144,6 +144,26 @@ def test_wrong_values_are_incorrect_with_mismatch_feedback(evaluator, relu):
     assert 0 < result.phases["correctness"] <= result.phases["total"] and result.phases["closing"] >= 0
 
 
+def test_a_wrong_outputs_buffers_go_back_within_the_turn_that_compared_it(evaluator, relu, monkeypatch):
+    # Giving device memory back waits for a turn of the slot (another evaluation's measurement first): the
+    # evaluation a wrong output ends gives its buffers back in the turn it already holds, and its close finds
+    # nothing left to give back.
+    import torch
+
+    from services.evaluator import Evaluator
+
+    given: list[bool | None] = []
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda: 0 if given else 1 << 30)  # held until given back
+
+    def give_back(self: Evaluator) -> None:  # whether the evaluation's link holds a turn, None once it is gone
+        given.append(getattr(self._current, "_in_turn", None))
+
+    monkeypatch.setattr(Evaluator, "_give_back_receive_buffers", give_back)
+    result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x) + 1e-2"), NO_TIMING).result
+    # In the comparing turn; at the close, after the evaluation's link is gone, with nothing left and no turn.
+    assert result.verdict is Verdict.INCORRECT and given == [True, None], given
+
+
 def test_wrong_shape_is_incorrect(evaluator, relu):
     result = evaluator.evaluate(relu, relu_candidate("return triton_relu(x)[:, :10]"), NO_TIMING).result
     assert result.verdict is Verdict.INCORRECT
