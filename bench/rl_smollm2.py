@@ -50,6 +50,7 @@ from rl_client.metrics import fast_p
 from rl_client.rollout import Generate, run_episodes
 from rl_client.scoring import ServiceScorer
 from rl_client.sft import SFTConfig, train_sft
+from services.stats import mean_ci_halfwidth
 
 ROOT = Path(__file__).resolve().parents[1]
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -343,17 +344,13 @@ def _train_run(
             scorer.close()
 
 
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-
-
 def paired_difference(diffs: list[float]) -> dict[str, Any]:
     """Mean of paired differences and its 95% t-interval (df = pairs − 1; NaN with fewer than 2 pairs)."""
     n = len(diffs)
     mean = sum(diffs) / n if n else math.nan
     if n < 2:
         return {"per_seed": diffs, "mean": mean, "ci": (math.nan, math.nan)}
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    half = T95.get(n - 1, 1.96) * sd / math.sqrt(n)
+    half = mean_ci_halfwidth(diffs)
     return {"per_seed": diffs, "mean": mean, "ci": (mean - half, mean + half)}
 
 

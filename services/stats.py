@@ -16,8 +16,13 @@ import statistics
 from services.schema import RuntimeStats
 
 Z95 = 1.959964
-# Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal quantile.
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
+# Two-sided 95% Student-t quantiles by degrees of freedom; beyond the table the normal quantile (2% narrower at 30).
+_T95 = {
+    **{1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228},
+    **{11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093},
+    **{20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048},
+    **{29: 2.045, 30: 2.042},
+}
 
 
 def median_ci(samples: list[float]) -> tuple[float, float]:
@@ -141,6 +146,11 @@ def scaled_placements(per_placement: list[list[float]], center: float) -> list[f
     return found
 
 
+def mean_ci_halfwidth(values: list[float]) -> float:
+    """The half-width of the 95% Student-t interval of the mean of `values` (two or more)."""
+    return _T95.get(len(values) - 1, Z95) * statistics.stdev(values) / math.sqrt(len(values))
+
+
 def pool(per_process: list[list[float]], resolution_ms: float = 0.0, target: float | None = None) -> RuntimeStats:
     """Samples from one or more processes: the median (one process) or the mean of the processes' medians,
     with its 95% CI; spread, mean and minimum over all samples."""
@@ -156,8 +166,7 @@ def pool(per_process: list[list[float]], resolution_ms: float = 0.0, target: flo
         rel = ci_rel_halfwidth(samples, resolution_ms) if len(samples) >= 3 else None
     else:
         center = statistics.fmean(medians)
-        half = _T95.get(len(medians) - 1, Z95) * statistics.stdev(medians) / math.sqrt(len(medians))
-        half += resolution_ms / 2
+        half = mean_ci_halfwidth(medians) + resolution_ms / 2
         lo, hi = center - half, center + half
         rel = half / center if center > 0 else None
     return RuntimeStats(

@@ -49,3 +49,30 @@ def test_figures_pair_each_seeds_problems_before_and_after(smollm2):
     assert f["change"] == pytest.approx(1 / 6)
     assert (f["change_ci"][1] - f["change_ci"][0]) / 2 == pytest.approx(0.18057, abs=1e-4)
     assert math.isnan(smollm2.figures(records)["mrs_kept_share"])
+
+
+def test_trloo_against_grpo_is_the_mean_paired_difference_with_a_t_interval_over_seeds(smollm2):
+    # Two seeds on one set of 10 answers, after training: TRLOO 6 and 5 right, GRPO 4 and 4. Differences 0.2 and
+    # 0.1: mean 0.15, sd 0.070711, half-width t(0.975, 1) x sd / sqrt(2) = 12.706 x 0.05 = 0.6353.
+    def run(seed: int, estimator: str, right: int, rewards: list[float]) -> dict:
+        after = {"train": {"n": 10, "correct": right, "fast1": right // 2}}
+        curve = [{"reward/turn1": r, "turns/mean": 1.5} for r in rewards]
+        return {"seed": seed, "estimator": estimator, "after": after, "curve": curve}
+
+    records = [
+        run(0, "trloo", 6, [0.0, 0.0, 0.4, 0.6]),
+        run(0, "grpo", 4, [0.0, 0.0, 0.2, 0.2]),
+        run(1, "trloo", 5, [0.0, 0.1, 0.3, 0.3]),
+        run(1, "grpo", 4, [0.0, 0.1, 0.3, 0.1]),
+    ]
+    out = smollm2.estimator_comparison(records)
+    assert out["pairs"] == 2
+    correct = out["train/correct"]
+    assert correct["per_seed"] == pytest.approx([0.2, 0.1]) and correct["mean"] == pytest.approx(0.15)
+    assert correct["ci"] == pytest.approx((0.15 - 0.6353, 0.15 + 0.6353), abs=1e-4)
+    assert out["train/fast1"]["per_seed"] == pytest.approx([0.1, 0.0])  # 3 - 2 and 2 - 2 of 10
+    # The mean turn-1 reward of each run's last half of steps: 0.5 - 0.2 and 0.3 - 0.2.
+    assert out["train/late_reward_turn1"]["per_seed"] == pytest.approx([0.3, 0.1])
+    assert out["turns_per_episode"] == {"trloo": pytest.approx(1.5), "grpo": pytest.approx(1.5)}
+    one = smollm2.paired_difference([0.2])
+    assert one["mean"] == pytest.approx(0.2) and all(math.isnan(x) for x in one["ci"])

@@ -11,6 +11,7 @@ from services.stats import (
     MIN_SAMPLES_FOR_CI,
     ci_rel_halfwidth,
     low_quantile,
+    mean_ci_halfwidth,
     median_ci,
     median_ranks,
     min_calls,
@@ -164,6 +165,13 @@ def test_half_a_timer_tick_widens_a_quantised_interval():
     stats = summarize([0.005] * 50, resolution_ms=0.002, target=0.01)
     assert (stats.ci95_low_ms, stats.ci95_high_ms) == pytest.approx((0.004, 0.006))
     assert stats.ci95_target_rel == 0.01 and stats.processes == 1 and stats.process_medians_ms == [0.005]
+
+
+def test_a_means_t_interval_takes_students_quantile_for_its_degrees_of_freedom():
+    # Six 1s and six 3s: sd sqrt(12 / 11) = 1.04447; t(0.975, 11) = 2.201, so 2.201 x 1.04447 / sqrt(12) = 0.66363.
+    assert mean_ci_halfwidth([1.0] * 6 + [3.0] * 6) == pytest.approx(0.66363, abs=1e-4)
+    # Two values: t(0.975, 1) = 12.706 x sd 0.7071 / sqrt(2) = 6.353.
+    assert mean_ci_halfwidth([1.0, 2.0]) == pytest.approx(6.353, abs=1e-3)
 
 
 def test_pooled_processes_report_the_mean_of_their_medians_with_a_t_interval():
