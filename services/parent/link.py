@@ -264,13 +264,11 @@ class Link:
         wait for, and a cancelled evaluation gives them back at once, also one cancelled while it waits."""
         if self._give_back is None:
             return
-        if self.cancelled or torch.cuda.memory_reserved() == 0:
-            self._give_back()
-            return
+        at_once = self.cancelled or torch.cuda.memory_reserved() == 0
         try:
-            with self.gpu_turn("giving back the parent's receive buffers"):
+            with nullcontext() if at_once else self.gpu_turn("giving back the parent's receive buffers"):
                 self._give_back()
-        except EvaluationCancelled:
+        except EvaluationCancelled:  # while waiting for the turn
             self._give_back()
             raise
 
