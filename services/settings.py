@@ -190,6 +190,18 @@ class EvalSettings(BaseSettings):
         "than one median must be (`target_ci_rel`, by a Student-t interval over the processes): three processes "
         "stop there where their medians' standard deviation is under ~0.4% (the row sum's, 6.05-6.85 us, is not).",
     )
+    reference_budget_s: float = Field(
+        2.0,
+        gt=0,
+        description="Wall time a new reference's timed calls may take in all the processes it is timed in, each "
+        "process an equal share of it (over `reference_processes`). A process stops at its share once it has made "
+        "its least calls, however imprecise its own median: what the figure's precision rests on is the spread of "
+        "the processes' medians, which more calls in one process cannot narrow. Without the budget a 96x300 row "
+        "sum's new reference took 13 s of the timing slot on an H200 (5 processes, each to the 2,000-call cap).",
+    )
+    reference_budget_fast_s: float = Field(
+        1.0, gt=0, description="`reference_budget_s` for a reference whose calls' median is under 1 ms."
+    )
     cpu_reference_processes: int = Field(
         1, ge=1, description="The same in CPU mode, where timings are not meaningful (more only exercise the path)."
     )

@@ -6,8 +6,9 @@ sync) is kept for the wall-clock defences. Sampling is adaptive: it stops once t
 side's median is within `target_ci_rel` (or `target_ci_ticks` ticks of the timer, where wider) and each side has
 made its least calls (`min_timed_calls`, fewer for slow calls: `min_timed_ms`), or at a cap (calls or wall time),
 and each side reports the width it reached and the target it had. A reference side is timed in several processes
-(from `reference_min_processes` up to `reference_processes`, by the precision of their mean) and reported as the
-mean of their medians, because one process's median is not the reference's time; a stored reference timing is
+(from `reference_min_processes` up to `reference_processes`, by the precision of their mean; each within its share
+of the reference's budget, `reference_budget_s`) and reported as the mean of their medians, because one process's
+median is not the reference's time; a stored reference timing is
 reused unless a few fresh calls put its median outside the range of its per-process medians with 95% confidence,
 and timed again when they do.
 The candidate is timed in its one process. Where the inputs are large, every side's calls are instead spread over
@@ -114,6 +115,7 @@ class _Timer:
         self.samples: dict[str, list[float]] = {side: [] for side in children}
         self.overheads: dict[str, list[float]] = {side: [] for side in children}
         self.extras: dict[str, list[float]] = {side: [] for side in children}
+        self.spent_s: dict[str, float] = {side: 0.0 for side in children}  # every call's wall time, warm-up included
         self.uncovered: dict[str, int] = {side: 0 for side in children}  # kept calls with host time in them
         # Each side's kept calls per placement of its inputs; a side in `moving` moves them on its next call.
         self.placements = placements
@@ -153,6 +155,7 @@ class _Timer:
             self.moving.discard(side)
             self.per_placement[side].append(0)
         wall_ms = (time.perf_counter() - sent) * 1e3
+        self.spent_s[side] += wall_ms / 1e3
         if not h.covered and self.shield:
             self.uncovered[side] += keep
             self.shield = max(self.shield, min(2 * self.shield, s.settings.launch_shield_max_cycles))
@@ -227,21 +230,40 @@ class _Timer:
             self.recheck_share = min(1.0, s.recheck_fraction * s.min_timed_calls / least)
         return max(2, min(50, int(25.0 / max(slowest, 1e-3)))), least
 
-    def sample(self, sides: list[str], block: int, min_calls: int, cap_s: float) -> None:
+    def sample(
+        self,
+        sides: list[str],
+        block: int,
+        min_calls: int,
+        cap_s: float,
+        pooled: tuple[str, ...] = (),
+        processes: int = 1,
+    ) -> None:
         """Blocks of calls, side after side, until every side's median is precise enough and its calls have
-        visited every placement of its inputs (each its share of `min_calls`), or at a cap."""
+        visited every placement of its inputs (each its share of `min_calls`), or at a cap. A side in `pooled` is a
+        new reference timed in `processes` processes, whose precision is their medians' mean: from `min_calls` on,
+        once its calls have spent this process's share of its budget (`reference_share_s`), it holds the others
+        back no longer and takes no more calls."""
         s = self.link.settings
         share = math.ceil(min_calls / self.placements)
         t = time.monotonic()
+        rotation = list(sides)
         while True:
-            for side in sides:
+            for side in rotation:
                 if self.per_placement[side][-1] >= share and len(self.per_placement[side]) < self.placements:
                     self.moving.add(side)
                 for _ in range(block):
                     self(side, keep=True)
-            n = min(len(self.samples[side]) for side in sides)
+            spent = {
+                side for side in pooled if self.spent_s[side] >= reference_share_s(s, self.samples[side], processes)
+            }
+            rotation = [side for side in rotation if side not in spent or len(self.samples[side]) < min_calls]
+            if not rotation:
+                return
+            n = min(len(self.samples[side]) for side in rotation)
             precise = all(
-                stats.precise_enough(self._within(side), s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
+                side in spent
+                or stats.precise_enough(self._within(side), s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
                 for side in sides
             )
             visited = all(
@@ -291,7 +313,9 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
         lap("warm_up")
         accepted = _revalidate(timer, plan.stored) if plan.stored else {}
         lap("revalidation")
-        timer.sample([side for side in plan.sides if side not in accepted], block, min_calls, plan.cap_s)
+        measured = [side for side in plan.sides if side not in accepted]
+        pooled = tuple(side for side in measured if side != "candidate") if plan.processes > 1 else ()
+        timer.sample(measured, block, min_calls, plan.cap_s, pooled, plan.processes)
         lap("sampling")
         calls = defences.OffWindow(timer.overheads, timer.extras)
         if defences.off_window_suspect(link, calls, stats.summarize(timer.samples["candidate"]), cpu):
@@ -352,12 +376,22 @@ def _outcome(
     s, cpu = link.settings, link.device == "cpu"
     target = None if cpu else s.target_ci_rel
     runtimes = {side: accepted.get(side) or _pooled(side, timers, s, target) for side in plan.sides}
+    measured = [side for side in plan.sides if side != "candidate" and side not in accepted]
+    if measured:  # the device time the reference's own calls took, in every process
+        parts_s = parts_s | {"reference_calls": sum(t.spent_s.get(side, 0.0) for t in timers for side in measured)}
     if cpu:
         text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
     else:
         cand, ref = runtimes["candidate"], runtimes["reference"]
         text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
     return TimingOutcome(runtimes, sorted(accepted), parts_s, text, further)
+
+
+def reference_share_s(s: EvalSettings, samples: list[float], processes: int) -> float:
+    """One process's share of a new reference's budget for its timed calls: `reference_budget_s` over the
+    processes it may be timed in, `reference_budget_fast_s` where its calls' median is under 1 ms."""
+    fast = bool(samples) and statistics.median(samples) < 1.0
+    return (s.reference_budget_fast_s if fast else s.reference_budget_s) / processes
 
 
 def _laps(into: dict[str, float]) -> Callable[[str], None]:
@@ -484,5 +518,5 @@ def _time_process(link: Link, record: Record, plan: TimingPlan, child: Child, si
     variants = {side: (child, plan.sides[side][1]) for side in sides}
     timer = _Timer(link, record, variants, deadline, f"time{n}", plan.reference_output)
     block, min_calls = timer.warm_up(plan.cap_s)
-    timer.sample(sides, block, min_calls, plan.cap_s)
+    timer.sample(sides, block, min_calls, plan.cap_s, tuple(sides), plan.processes)
     return timer

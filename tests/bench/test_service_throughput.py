@@ -111,15 +111,16 @@ def test_a_new_references_timed_calls_count_against_2_s_or_1_s_under_1_ms_a_call
     monkeypatch.syspath_prepend(str(ROOT / "bench"))
     from service_throughput import new_references
 
-    def timed(median_ms: float, trials: int) -> dict:
-        runtime = {"median_ms": median_ms, "mean_ms": median_ms, "trials": trials, "processes": 3}
-        return {"reference_runtime": runtime, "timings_from_cache": [], "phases": {"timing_reference_processes": 0.5}}
+    def timed(median_ms: float, calls_s: float) -> dict:
+        runtime = {"median_ms": median_ms, "mean_ms": median_ms, "trials": 100, "processes": 3}
+        phases = {"timing_reference_processes": 0.5, "timing_reference_calls": calls_s}
+        return {"reference_runtime": runtime, "timings_from_cache": [], "phases": phases}
 
     fresh = new_references(
         [
-            ("level1/19_ReLU [honest]", timed(3.0, 600)),  # 1.8 s: within 2 s
-            ("level1/88_Gelu [copy]", timed(0.5, 2400)),  # 1.2 s: over 1 s, its call under 1 ms
-            ("level1/36_RMSNorm [copy]", timed(14.0, 150)),  # 2.1 s: over 2 s
+            ("level1/19_ReLU [honest]", timed(3.0, 1.8)),  # within 2 s
+            ("level1/88_Gelu [copy]", timed(0.5, 1.2)),  # over 1 s, its call under 1 ms
+            ("level1/36_RMSNorm [copy]", timed(14.0, 2.1)),  # over 2 s
         ]
     )
     assert fresh["reference_calls_s"] == {

@@ -93,6 +93,8 @@ def test_a_reference_is_timed_in_several_processes_and_stored_as_the_mean_of_the
     # for other evaluations (none here: the device is this evaluation's alone).
     assert {f"timing_reference_{part}" for part in ("release", "processes", "starts")} <= result.phases.keys()
     assert 0.0 <= result.phases["timing_reference_waits"] <= result.phases["timing_reference_starts"]
+    # The reference's own timed calls, every process's: what its budget (`reference_budget_s`) bounds.
+    assert 0.0 < result.phases["timing_reference_calls"] < result.phases["timing"]
 
 
 def test_a_new_references_further_processes_load_side_by_side(relu):
