@@ -271,6 +271,8 @@ def step_summary(rows: list[dict]) -> dict:
             "problems_right": f"{r['problem_check']['right']}/{r['problem_check']['problems']}",
             "unexpected_verdicts": len(r["not_passed"]),
             "placements": r["placements"],
+            # Shares of the time the devices were held by a measurement, by requests alone, and free.
+            "device": {k: v for k, v in r["timing_slot"]["device_engagement"].items() if k != "request_s"},
         }
         for r in rows
     }

@@ -66,6 +66,7 @@ import datetime
 import fnmatch
 import itertools
 import json
+import math
 import statistics
 import sys
 import time
@@ -186,7 +187,11 @@ def slot_use(stack_dir: Path, before: dict[str, int], expected: int, timeout: fl
     worker logs an evaluation just after its result is stored, so the last entries may trail the results."""
     deadline = time.monotonic() + timeout
     while True:
-        new = [e for name, entries in finished_entries(stack_dir).items() for e in entries[before.get(name, 0) :]]
+        new = [
+            e | {"worker": name}
+            for name, entries in finished_entries(stack_dir).items()
+            for e in entries[before.get(name, 0) :]
+        ]
         if len(new) >= expected or time.monotonic() > deadline:
             return new
         time.sleep(0.2)
@@ -218,6 +223,49 @@ def gpu_requests(slot: list[dict]) -> dict:
         by_what.setdefault(longest["what"] or "none", []).append(longest["s"])
     rows = {what: {"count": len(v), "median_s": round(statistics.median(v), 3)} for what, v in by_what.items()}
     return dict(sorted(rows.items(), key=lambda kv: -kv[1]["median_s"]))
+
+
+def device_engagement(slot: list[dict], most: int = 8) -> dict:
+    """How each worker's GPU was held over the span its evaluations' intervals cover (`gpu_busy`, one clock for
+    the host): by a measurement, by requests alone (some evaluation's GPU work outside a measurement), or by
+    nothing (its evaluations all on host work, or between evaluations), as shares averaged over the workers (one a
+    GPU here); and the seconds each request held the device, summed over evaluations (overlaps count in each), the
+    `most` longest. Where the device is seldom free, more evaluations in flight cannot add throughput."""
+    by_worker: dict[str, list[tuple[float, float, str]]] = {}
+    for e in slot:
+        by_worker.setdefault(e.get("worker", ""), []).extend((a, b, what) for a, b, what in e.get("gpu_busy", []))
+    shares, request_s = [], Counter()
+    for spans in by_worker.values():
+        if not spans:
+            continue
+        span = max(b for _, b, _ in spans) - min(a for a, _, _ in spans)
+        if span <= 0:
+            continue
+        held = union_s([(a, b) for a, b, what in spans if what == "measurement"])
+        busy = union_s([(a, b) for a, b, _ in spans])
+        shares.append((held / span, (busy - held) / span, 1 - busy / span, span))
+        for a, b, what in spans:
+            if what != "measurement":
+                request_s[what] += b - a
+    if not shares:
+        return {}
+    return {
+        "measurement": round(statistics.fmean(x[0] for x in shares), 3),
+        "requests_only": round(statistics.fmean(x[1] for x in shares), 3),
+        "free": round(statistics.fmean(x[2] for x in shares), 3),
+        "span_s": round(sum(x[3] for x in shares), 1),
+        "request_s": {what: round(sec, 2) for what, sec in request_s.most_common(most)},
+    }
+
+
+def union_s(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of intervals."""
+    total, end = 0.0, -math.inf
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
 
 
 def worker_seconds(slot: list[dict]) -> dict:
@@ -515,6 +563,7 @@ def run_mode(
             "memory_wait_s": round(sum(e.get("memory_wait_s", 0.0) for e in slot), 1),
             "long_holds": long_holds(slot),
             "longest_gpu_requests": gpu_requests(slot),
+            "device_engagement": device_engagement(slot),
         },
         "requests": requests_by_kind(slot),
         "worker_s": worker_seconds(slot),

@@ -289,6 +289,7 @@ class WorkerState:
                     "s": round(self.slot.longest_shared[0], 3),
                     "what": self.slot.longest_shared[1],
                 },
+                "gpu_busy": [[round(a, 4), round(b, 4), what] for a, b, what in self.slot.busy],
                 **(timing_figures(outcome) if isinstance(outcome, EvalResult) else {}),
                 **precompile_figures(diagnostics),
                 "requests": diagnostics.requests,

@@ -74,12 +74,17 @@ class TimingSlot:
         self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
         self.longest_shared: tuple[float, str] = (0.0, "")
         self.memory_waited_s = 0.0  # waiting for memory units (`occupy`)
+        # When it held the device (monotonic seconds, one clock for every process of the host): its measurements
+        # ("measurement") and its requests (what each was), so that a bench can tell how much of the time some
+        # evaluation's GPU work held the device and how much it was free.
+        self.busy: list[tuple[float, float, str]] = []
 
     def reset(self) -> None:
         """A new evaluation starts: forget an earlier cancellation and the last figures."""
         self._cancelled.clear()
         self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = self.memory_waited_s = 0.0
         self.longest_shared = (0.0, "")
+        self.busy = []
 
     def cancel(self) -> None:
         """From another thread: a wait in progress (or the next one) raises EvaluationCancelled."""
@@ -100,7 +105,9 @@ class TimingSlot:
                     yield
                 finally:
                     self._measuring = False
-                    self.held_s += time.monotonic() - t1
+                    end = time.monotonic()
+                    self.held_s += end - t1
+                    self.busy.append((t1, end, "measurement"))
 
     @contextlib.contextmanager
     def shared(self, what: str = "") -> Iterator[None]:
@@ -122,7 +129,9 @@ class TimingSlot:
         finally:
             os.close(use)  # releases the lock
             if held is not None:
-                self.longest_shared = max(self.longest_shared, (time.monotonic() - held, what))
+                end = time.monotonic()
+                self.longest_shared = max(self.longest_shared, (end - held, what))
+                self.busy.append((held, end, what or "request"))
 
     @contextlib.contextmanager
     def occupy(self, units: int) -> Iterator[HeldUnits]:

@@ -60,6 +60,10 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
     assert modes["step-gpus-1-settings-1"]["settings"] == "KERNELGYM_CPU_REFERENCE_PROCESSES=1"
     # No speedup on CPU, so no side's placements to count.
     assert modes["step-gpus-1-settings-0"]["placements"] == {"sides": 0, "fastest": [], "slower_by_5pct": []}
+    # Every evaluation's time on the device, from the worker's log: held, by requests alone, or free.
+    device = modes["step-gpus-1-settings-0"]["device"]
+    shares = [device[k] for k in ("measurement", "requests_only", "free")]
+    assert device["span_s"] > 0 and all(0 <= x <= 1 for x in shares) and abs(sum(shares) - 1) <= 0.01, device
     # Each problem's reference is timed in full once, in two processes, while its other correct sample waits.
     fresh = row["new_references"]
     assert (fresh["problems"], fresh["timed_more_than_once"], fresh["processes"]) == (2, [], {"2": 2}), fresh

@@ -128,3 +128,27 @@ def test_a_new_references_timed_calls_count_against_2_s_or_1_s_under_1_ms_a_call
         "max": 2.1,
         "over_target": {"level1/36_RMSNorm": 2.1, "level1/88_Gelu": 1.2},
     }
+
+
+def test_device_engagement_splits_each_workers_span_into_measurement_requests_alone_and_free(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import device_engagement, union_s
+
+    assert union_s([(5.0, 6.0), (0.0, 2.0), (1.0, 3.0), (5.5, 5.7)]) == 4.0
+    slot = [
+        # Worker a over 0-6 s: a measurement 0-2 s, requests 1-3 s and 5-6 s; held 2 s, busy 4 s, free 2 s.
+        {"worker": "a", "gpu_busy": [[0.0, 2.0, "measurement"], [1.0, 3.0, "x"]]},
+        {"worker": "a", "gpu_busy": [[5.0, 6.0, "y"]]},
+        # Worker b over 10-14 s: a request 10-11 s, then a measurement 11-14 s; never free.
+        {"worker": "b", "gpu_busy": [[10.0, 11.0, "x"], [11.0, 14.0, "measurement"]]},
+        {"worker": "b"},  # an evaluation that never reached the device
+    ]
+    # Shares (a, b): measurement 1/3 and 3/4, requests alone 1/3 and 1/4, free 1/3 and 0; their means.
+    assert device_engagement(slot) == {
+        "measurement": 0.542,
+        "requests_only": 0.292,
+        "free": 0.167,
+        "span_s": 10.0,
+        "request_s": {"x": 3.0, "y": 1.0},
+    }
+    assert device_engagement([{"worker": "a"}]) == {}

@@ -158,6 +158,21 @@ def test_gpu_work_inside_the_own_measurement_does_not_wait_for_it(tmp_path):
     assert slot.shared_waited_s < 0.5
 
 
+def test_the_slot_records_when_its_evaluation_held_the_device_and_forgets_it_on_reset(tmp_path):
+    slot = TimingSlot(tmp_path / "gpu-x.lock")
+    with slot.shared("loading the reference"):
+        time.sleep(0.01)
+    with slot(), slot.shared("inside"):  # a request within the measurement is the measurement's time
+        time.sleep(0.01)
+    with slot.shared():
+        pass
+    assert [what for _, _, what in slot.busy] == ["loading the reference", "measurement", "request"]
+    assert all(a <= b for a, b, _ in slot.busy) and slot.busy[0][1] <= slot.busy[1][0] <= slot.busy[2][0]
+    assert slot.busy[0][1] - slot.busy[0][0] >= 0.01 and slot.busy[1][1] - slot.busy[1][0] >= 0.01
+    slot.reset()
+    assert slot.busy == []
+
+
 def test_a_cancelled_wait_for_the_device_gives_up(tmp_path):
     slot, other = TimingSlot(tmp_path / "gpu-x.lock"), TimingSlot(tmp_path / "gpu-x.lock")
     with other():
