@@ -267,7 +267,7 @@ case $part in
                 step "step_${turn%%:*}" 280 "$py" bench/kernelbench_step.py --kernelbench "$kb" --gpus "${STEP_GPUS:-4}" \
                     --samples 3 --cut-minutes "${STEP_CUT_MINUTES:-2}" --json "$out/step_${turn%%:*}.json"
         )
-        grep -h '"summary"' "$out/step_${turn%%:*}.log" | cut -c1-400
+        grep -h '"summary"' "$out/step_${turn%%:*}.log" | cut -c1-700
     done
     ;;
 22)
