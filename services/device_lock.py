@@ -67,12 +67,9 @@ class TimingSlot:
         self.units.mkdir(parents=True, exist_ok=True)
         self._cancelled = threading.Event()
         self._measuring = False
-        # By the current evaluation in this process: waiting for and holding the slot (`drained_s`: the part of
-        # the wait spent for other evaluations' requests in flight to end, the device idle),
-        # waiting to run GPU work, and its longest request outside a measurement (what every measurement on
-        # the device may have had to wait for).
-        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = 0.0
-        self.longest_shared: tuple[float, str] = (0.0, "")
+        # By the current evaluation in this process: waiting for the slot (`drained_s`: the part of the wait spent
+        # for other evaluations' requests in flight to end, the device idle) and waiting to run GPU work.
+        self.waited_s = self.drained_s = self.shared_waited_s = 0.0
         self.memory_waited_s = 0.0  # waiting for memory units (`occupy`)
         # When it held the device (monotonic seconds, one clock for every process of the host): its measurements
         # ("measurement") and its requests (what each was), so that a bench can tell how much of the time some
@@ -82,9 +79,19 @@ class TimingSlot:
     def reset(self) -> None:
         """A new evaluation starts: forget an earlier cancellation and the last figures."""
         self._cancelled.clear()
-        self.waited_s = self.held_s = self.drained_s = self.shared_waited_s = self.memory_waited_s = 0.0
-        self.longest_shared = (0.0, "")
+        self.waited_s = self.drained_s = self.shared_waited_s = self.memory_waited_s = 0.0
         self.busy = []
+
+    @property
+    def held_s(self) -> float:
+        """Seconds the current evaluation held the slot to measure."""
+        return sum(b - a for a, b, what in self.busy if what == "measurement")
+
+    @property
+    def longest_shared(self) -> tuple[float, str]:
+        """The current evaluation's longest request outside a measurement, and what it was: what every
+        measurement on the device may have had to wait for."""
+        return max(((b - a, what) for a, b, what in self.busy if what != "measurement"), default=(0.0, ""))
 
     def cancel(self) -> None:
         """From another thread: a wait in progress (or the next one) raises EvaluationCancelled."""
@@ -105,13 +112,11 @@ class TimingSlot:
                     yield
                 finally:
                     self._measuring = False
-                    end = time.monotonic()
-                    self.held_s += end - t1
-                    self.busy.append((t1, end, "measurement"))
+                    self.busy.append((t1, time.monotonic(), "measurement"))
 
     @contextlib.contextmanager
     def shared(self, what: str = "") -> Iterator[None]:
-        """GPU work beside other evaluations' (`what` names it in `longest_shared`)."""
+        """GPU work beside other evaluations' (`what` names it in `busy`)."""
         if self._measuring:
             yield
             return
@@ -129,9 +134,7 @@ class TimingSlot:
         finally:
             os.close(use)  # releases the lock
             if held is not None:
-                end = time.monotonic()
-                self.longest_shared = max(self.longest_shared, (end - held, what))
-                self.busy.append((held, end, what or "request"))
+                self.busy.append((held, time.monotonic(), what or "request"))
 
     @contextlib.contextmanager
     def occupy(self, units: int) -> Iterator[HeldUnits]:
