@@ -115,26 +115,45 @@ def fastest_placement(
     slow a kernel but not make it faster than its work allows: on a host of four busy H100s, one placement in three
     took 1.2 to 10 times the others' median for either side (fresh allocations of gigabytes beside other processes'
     churn), and a mean over placements moved speedups by up to a factor of four. Its interval is the calls' own
-    precision over every placement (`scaled_placements`, around the fastest median), the one sampling stopped on:
-    calls move on from a placement after their share, so the fastest may hold four calls, whose range alone
-    reported half-widths of up to 11 times the median on an H200 with one slow call among them. The spread and
-    mean are the fastest placement's; `trials` counts every placement's calls; `process_medians_ms` lists every
-    placement's median."""
+    precision over the placements the time rests on (`bearing_placements`, scaled around the fastest median), the
+    one sampling stopped on: calls move on from a placement after their share, so the fastest may hold four calls,
+    whose range alone reported half-widths of up to 11 times the median on an H200 with one slow call among them.
+    The spread and mean are the fastest placement's; `trials` counts every placement's calls; `process_medians_ms`
+    lists every placement's median."""
     if not per_placement or not all(per_placement):
         raise ValueError("no timing samples")
     medians = [statistics.median(xs) for xs in per_placement]
     fastest = min(medians)
-    pooled = summarize(scaled_placements(per_placement, fastest), resolution_ms)
+    pooled = summarize(scaled_placements(bearing_placements(per_placement), fastest), resolution_ms)
     return summarize(per_placement[medians.index(fastest)], resolution_ms, target).model_copy(
         update={
             "ci95_low_ms": pooled.ci95_low_ms,
             "ci95_high_ms": pooled.ci95_high_ms,
             "ci95_rel_halfwidth": pooled.ci95_rel_halfwidth,
-            "trials": pooled.trials,
+            "trials": sum(len(xs) for xs in per_placement),
             "processes": len(per_placement),
             "process_medians_ms": medians,
         }
     )
+
+
+# A placement whose median is this much above the side's fastest is a slow one: it does not bear on the side's time.
+SLOW_PLACEMENT_REL = 0.05
+
+
+def is_slow_placement(per_placement: list[list[float]], i: int) -> bool:
+    """Whether placement `i`'s median is more than SLOW_PLACEMENT_REL above the fastest placement's."""
+    medians = [statistics.median(xs) for xs in per_placement]
+    return medians[i] > min(medians) * (1 + SLOW_PLACEMENT_REL)
+
+
+def bearing_placements(per_placement: list[list[float]]) -> list[list[float]]:
+    """The placements whose calls bear on a side's time and its precision: all but the slow ones, whose median the
+    time (the fastest's) never is, and whose calls spread: counted in, they kept sampling going until calls piled
+    into the last placement outweighed them (104 and 114 calls a side on a 4 x H100 host, against a median of 27).
+    The last placement stays in while it is slow: further calls land there and are judged as they are."""
+    last = len(per_placement) - 1
+    return [xs for i, xs in enumerate(per_placement) if i == last or not is_slow_placement(per_placement, i)]
 
 
 def scaled_placements(per_placement: list[list[float]], center: float) -> list[float]:

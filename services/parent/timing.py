@@ -15,7 +15,8 @@ The candidate is timed in its one process. Where the inputs are large, every sid
 several placements of its inputs in device memory (`timing_placements`), in the evaluation's own children, and
 its time is the fastest placement's median: a memory-bound kernel's time depends on the pages its inputs lie on, a
 placement can only slow it, and at such sizes a reference's time varies no more between processes than between
-placements in one.
+placements in one. A slow placement's calls (`stats.bearing_placements`) count towards neither the time nor its
+precision, and a side whose current placement is slow takes another, up to `SPARE_PLACEMENTS` more.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
 the child reports whether forward() returned while the spin still ran, and a call that outlasted it doubles the
@@ -45,6 +46,9 @@ from services.protocol.messages import Structure, Time, Timed, Variant
 from services.sandbox import Child
 from services.schema import CheckName, RuntimeStats, Verdict
 from services.settings import EvalSettings
+
+# Placements a side may take beyond `timing_placements`, each only when the one it leaves was slow.
+SPARE_PLACEMENTS = 2
 
 
 @dataclass(frozen=True)
@@ -250,7 +254,7 @@ class _Timer:
         rotation = list(sides)
         while True:
             for side in rotation:
-                if self.per_placement[side][-1] >= share and len(self.per_placement[side]) < self.placements:
+                if self._moves_on(side, share):
                     self.moving.add(side)
                 for _ in range(block):
                     self(side, keep=True)
@@ -267,16 +271,29 @@ class _Timer:
                 for side in sides
             )
             visited = all(
-                len(self.per_placement[side]) == self.placements and self.per_placement[side][-1] >= share
+                len(self.per_placement[side]) >= self.placements and self.per_placement[side][-1] >= share
                 for side in sides
             )
             if (n >= min_calls and visited and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
                 return
 
-    def _within(self, side: str) -> list[float]:
-        """The side's samples, each placement's scaled to the mean of the placements' medians: their precision is
-        the calls' own, without the spread between placements, which more calls in one placement cannot narrow."""
+    def _moves_on(self, side: str, share: int) -> bool:
+        """Whether the side's next call takes a new placement: once its current one has its share of calls, while
+        it has visited fewer than `placements`, or, up to SPARE_PLACEMENTS more, while the current one is slow
+        (`stats.is_slow_placement`): its calls do not bear on the time, so more of them there would buy nothing."""
+        counts = self.per_placement[side]
+        if counts[-1] < share:
+            return False
+        if len(counts) < self.placements:
+            return True
         groups = self.groups(side)
+        return len(counts) < self.placements + SPARE_PLACEMENTS and stats.is_slow_placement(groups, len(groups) - 1)
+
+    def _within(self, side: str) -> list[float]:
+        """The side's samples from the placements that bear on its time (`stats.bearing_placements`), each
+        placement's scaled to the mean of their medians: their precision is the calls' own, without the spread
+        between placements, which more calls in one placement cannot narrow."""
+        groups = stats.bearing_placements(self.groups(side))
         if len(groups) == 1:
             return groups[0]
         return stats.scaled_placements(groups, statistics.fmean(statistics.median(g) for g in groups))
