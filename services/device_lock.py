@@ -29,8 +29,11 @@ measurements, but only the evaluations already past their requests are in it. So
 lets requests run on for `gather_s` (EvalSettings.device_lock_gather_s) unless the device is idle or another
 measurement has already stopped them: on a replay of an H100 worker's durations (bench/slot_schedule.py) that
 raised evaluations per minute by about a quarter. The kernel releases every lock when its holder dies, however it
-dies. The evaluator makes its slot from `EvalSettings.device_lock` (a worker sets it); a cancelled evaluation stops
-waiting.
+dies. Only the harness's own processes may hold one: a child (a candidate's or a reference's code) can open these
+files, read-only too, and a `flock` it held would stop every evaluation on the device, its own included, whose
+waits for the slot do not count against any limit; each process's supervisor kills a child that holds a lock on
+any file of the lock directory (`lock_files`, services.sandbox). The evaluator makes its slot from
+`EvalSettings.device_lock` (a worker sets it); a cancelled evaluation stops waiting.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from services import procfs
 from services.errors import EvaluationCancelled
 
 # How often a waiting evaluation retries a lock (and looks for a cancellation): small against the seconds a
@@ -228,3 +232,14 @@ def _try_lock(fd: int, mode: int) -> bool:
         return True
     except BlockingIOError:
         return False
+
+
+def lock_files(device_lock: str) -> set[tuple[int, int, int]]:
+    """Every file of the directory that holds `device_lock` and of its folders (every device's slot, memory units
+    and markers on the host), as (major, minor, inode): what no child may hold a lock on."""
+    found = set()
+    for folder, _, names in os.walk(os.path.dirname(device_lock)):
+        for name in names:
+            with contextlib.suppress(OSError):  # removed meanwhile
+                found.add(procfs.file_id(os.path.join(folder, name)))
+    return found

@@ -58,6 +58,31 @@ def trees(roots: set[int]) -> dict[int, list[int]]:
     return found
 
 
+def flock_holders() -> dict[int, set[tuple[int, int, int]]]:
+    """Per process, the files it holds a `flock` lock on, as (major, minor, inode), from /proc/locks: the process
+    that took each lock (waiters and POSIX locks, which never block a `flock`, left out)."""
+    held: dict[int, set[tuple[int, int, int]]] = {}
+    try:
+        with open("/proc/locks", "rb") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return held
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != b"FLOCK":  # "N: -> FLOCK ..." is a waiter
+            continue
+        with contextlib.suppress(ValueError):
+            major, minor, inode = fields[5].split(b":")
+            held.setdefault(int(fields[4]), set()).add((int(major, 16), int(minor, 16), int(inode)))
+    return held
+
+
+def file_id(path: str) -> tuple[int, int, int]:
+    """A file's (major, minor, inode), as /proc/locks names it."""
+    st = os.stat(path)
+    return os.major(st.st_dev), os.minor(st.st_dev), st.st_ino
+
+
 def tree(pid: int) -> list[int]:
     """`pid` and its live descendants."""
     return trees({pid})[pid]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from services import procfs
+from services.device_lock import lock_files
 from services.errors import ChildDied, ChildTimedOut
 from services.launchers import LauncherBuilds
 from services.protocol import channel
@@ -338,15 +339,19 @@ class Child:
         # A killed CUDA process takes about a second to tear its context down: waited for off this thread.
         _SUPERVISOR.reap(self)
 
-    def enforce_limits(self, pids: list[int]) -> None:
+    def enforce_limits(self, pids: list[int], locks: dict[int, set[tuple[int, int, int]]]) -> None:
         """From the supervisor: kill the child when its processes (`pids`: it and everything below it) are over
-        the memory or process limit."""
+        the memory or process limit, or hold a lock on a file of the device's timing slot (`locks`: the files each
+        process of the host holds a `flock` on)."""
         limit_mb = self.settings.memory_limit_mb
         rss = sum(_rss_mb(p) for p in pids)
+        held = {f for p in pids for f in locks.get(p, ())}
         if rss > limit_mb:
             self._violation = f"host memory limit exceeded ({rss:.0f} MB > {limit_mb} MB)"
         elif len(pids) > self.settings.max_processes:
             self._violation = f"process limit exceeded ({len(pids)} > {self.settings.max_processes})"
+        elif held and self.settings.device_lock and held & lock_files(self.settings.device_lock):
+            self._violation = "held a lock of the device's timing slot, which stops every evaluation on the device"
         if self._violation:
             self.kill()
 
@@ -411,8 +416,9 @@ class _Supervisor:
         alive = [c for c in watched if c.proc.poll() is None]
         if alive:
             trees = procfs.trees({c.proc.pid for c in alive})
+            locks = procfs.flock_holders()
             for child in alive:
-                child.enforce_limits(trees[child.proc.pid])
+                child.enforce_limits(trees[child.proc.pid], locks)
         with self._lock:
             self._watched -= set(watched) - set(alive)
         self._remove_gone()

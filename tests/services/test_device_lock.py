@@ -437,3 +437,50 @@ def test_the_parent_gives_its_buffers_back_in_a_turn_unless_it_holds_nothing_or_
         link.give_back_buffers()
     m.join(5)
     assert given[3:] == ["given back", "measured"], given
+
+
+def test_the_holders_of_flock_locks_are_read_from_proc_locks(tmp_path):
+    import fcntl
+    import os
+
+    from services import procfs
+    from services.device_lock import lock_files
+
+    slot = TimingSlot(tmp_path / "gpu.lock")
+    with slot.shared():  # `.want` taken and given back, `.use` held shared
+        held = procfs.flock_holders().get(os.getpid(), set())
+        assert procfs.file_id(str(slot.use)) in held and procfs.file_id(str(slot.want)) not in held
+    assert procfs.file_id(str(slot.use)) not in procfs.flock_holders().get(os.getpid(), set())
+    fd = os.open(slot.want, os.O_RDONLY)  # read-only, as a child could
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        assert procfs.file_id(str(slot.want)) in procfs.flock_holders()[os.getpid()] & lock_files(str(slot.path))
+    finally:
+        os.close(fd)
+
+
+def test_a_candidate_that_holds_a_lock_of_the_slot_is_killed_and_the_device_serves_on(tmp_path, relu):
+    # Read-only is enough to take a `flock`: held by the candidate, the slot's `.want` would keep every request on
+    # the device from starting, its own evaluation's included, whose waits count against no limit.
+    from helpers import relu_candidate, unique
+
+    from services.evaluator import Evaluator
+    from services.schema import EvalOptions, Verdict
+    from services.settings import EvalSettings
+
+    lock = tmp_path / "cpu.lock"
+    body = f"""
+global HELD
+if HELD is None:
+    fc, o = __import__("fc" + "ntl"), __import__("o" + "s")
+    HELD = o.open({str(lock.with_suffix(".want"))!r}, o.O_RDONLY)
+    fc.flock(HELD, fc.LOCK_SH)
+return triton_relu(x)
+"""
+    with Evaluator(EvalSettings(correctness_trials=2, warm_children=1, device_lock=str(lock))) as ev:
+        began = time.monotonic()
+        result = ev.evaluate(relu, unique(relu_candidate(body, "HELD = None\n")), EvalOptions(device="cpu")).result
+        assert result.verdict is Verdict.CRASHED and "lock of the device's timing slot" in result.feedback
+        assert time.monotonic() - began < 60
+        with TimingSlot(lock).shared("a neighbour's request"):  # nothing holds the device any more
+            pass
