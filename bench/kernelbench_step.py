@@ -273,6 +273,8 @@ def step_summary(rows: list[dict]) -> dict:
             "placements": r["placements"],
             # Shares of the time the devices were held by a measurement, by requests alone, and free.
             "device": {k: v for k, v in r["timing_slot"]["device_engagement"].items() if k != "request_s"},
+            # Slow and fast placements by the GPU children that started or ended beside them.
+            "placement_neighbours": r["timing_slot"]["placement_neighbours"],
         }
         for r in rows
     }

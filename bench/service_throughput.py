@@ -84,7 +84,7 @@ from provenance import commit  # noqa: E402
 from gym_client import KernelGymClient  # noqa: E402
 from kernelgym.stack import LocalStack  # noqa: E402
 from services.problems import ProblemSet, bundled_kernel, bundled_problems  # noqa: E402
-from services.stats import median_ci  # noqa: E402
+from services.stats import SLOW_PLACEMENT_REL, median_ci  # noqa: E402
 
 KB_KERNELS = ROOT / "bench" / "kernels" / "kernelbench"
 # The evaluation's own hold of the timing slot, by part, and its hold while a new reference is timed in more processes.
@@ -256,6 +256,29 @@ def device_engagement(slot: list[dict], most: int = 8) -> dict:
         "span_s": round(sum(x[3] for x in shares), 1),
         "request_s": {what: round(sec, 2) for what, sec in request_s.most_common(most)},
     }
+
+
+def placement_neighbours(slot: list[dict]) -> dict:
+    """Each placement a side was timed over, set beside the GPU children of its worker (the same GPU) that
+    started (a context and the device warm-up) or ended (a context torn down, memory given back) while its calls
+    ran: for slow placements (more than `SLOW_PLACEMENT_REL` over the side's fastest in that evaluation) and fast
+    ones, how many overlapped a start, an end, both or neither. Where the slow ones overlap such work far more
+    often than the fast ones, that work is what slows them."""
+    events: dict[str, list[list]] = {}
+    for e in slot:
+        events.setdefault(e.get("worker", ""), []).extend(e.get("child_events", []))
+    counts = {"slow": Counter(), "fast": Counter()}
+    for e in slot:
+        sides: dict[str, list[tuple[float, float, float]]] = {}
+        for side, a, b, ms in e.get("placement_windows", []):
+            sides.setdefault(side, []).append((a, b, ms))
+        for windows in sides.values():
+            fastest = min(ms for _, _, ms in windows)
+            for a, b, ms in windows:
+                beside = {kind for kind, t0, t1 in events.get(e.get("worker", ""), []) if t0 < b and t1 > a}
+                slow = "slow" if ms > fastest * (1 + SLOW_PLACEMENT_REL) else "fast"
+                counts[slow]["+".join(sorted(beside)) or "neither"] += 1
+    return {kind: dict(sorted(c.items())) for kind, c in counts.items()}
 
 
 def union_s(spans: list[tuple[float, float]]) -> float:
@@ -564,6 +587,7 @@ def run_mode(
             "long_holds": long_holds(slot),
             "longest_gpu_requests": gpu_requests(slot),
             "device_engagement": device_engagement(slot),
+            "placement_neighbours": placement_neighbours(slot),
         },
         "requests": requests_by_kind(slot),
         "worker_s": worker_seconds(slot),
@@ -603,7 +627,9 @@ def slow_placements(timings: dict[str, list[dict]]) -> dict:
     return {
         "sides": len(sides),
         "fastest": [sum(len(m) > i and m[i] == min(m) for m in sides) for i in range(most)],
-        "slower_by_5pct": [sum(len(m) > i and m[i] > min(m) * 1.05 for m in sides) for i in range(most)],
+        "slower_by_5pct": [
+            sum(len(m) > i and m[i] > min(m) * (1 + SLOW_PLACEMENT_REL) for m in sides) for i in range(most)
+        ],
     }
 
 

@@ -290,6 +290,12 @@ class WorkerState:
                     "what": self.slot.longest_shared[1],
                 },
                 "gpu_busy": [[round(a, 4), round(b, 4), what] for a, b, what in self.slot.busy],
+                # the placements its sides were timed over, and this process's GPU children that started or ended
+                # since the last evaluation ended, on the same clock
+                "placement_windows": [
+                    [side, round(a, 4), round(b, 4), round(ms, 5)] for side, a, b, ms in diagnostics.placement_windows
+                ],
+                "child_events": [[kind, round(a, 4), round(b, 4)] for kind, a, b in diagnostics.child_events],
                 **(timing_figures(outcome) if isinstance(outcome, EvalResult) else {}),
                 **precompile_figures(diagnostics),
                 "requests": diagnostics.requests,

@@ -38,6 +38,11 @@ class Diagnostics:
     precompile: PrecompileOutcome | None = None  # what the compiler child did, where it ran
     # Requests to the children by "<child>.<command>": {"n": requests, "s": seconds} (services.parent.link.Link)
     requests: dict[str, dict[str, float]] = field(default_factory=dict)
+    # Sides timed over placements: when each placement's calls ran and its median (services.parent.timing)
+    placement_windows: list[tuple[str, float, float, float]] = field(default_factory=list)
+    # This process's GPU children that started or ended since the last evaluation's end, on the same clock
+    # (services.sandbox.take_child_events)
+    child_events: list[tuple[str, float, float]] = field(default_factory=list)
 
 
 class Evaluation(NamedTuple):

@@ -46,7 +46,7 @@ from services.parent.record import Record
 from services.parent.references import KeptReferences
 from services.parent.timing import TimingOutcome, TimingPlan, time_further_processes, timing
 from services.problems import Problem
-from services.sandbox import TRITON_CACHE, ChildPool, drain_closed_children
+from services.sandbox import TRITON_CACHE, ChildPool, drain_closed_children, take_child_events
 from services.schema import PROTOCOL_VERSION, Environment, EvalOptions, EvalResult, Verdict
 from services.settings import EvalSettings
 from services.timing_cache import TimingStore
@@ -160,6 +160,7 @@ class Evaluator:
             finally:
                 self._current = None
                 diagnostics.requests = {kind: {"n": t["n"], "s": round(t["s"], 4)} for kind, t in link.requests.items()}
+                diagnostics.child_events += take_child_events()
                 link.give_back_buffers()
         # Outside `total`: this process's receive buffers given back, and the wait for the children to be gone.
         closing = {"closing": round(time.monotonic() - ran, 4)}
@@ -221,6 +222,7 @@ class Evaluator:
                 with _phase(phases, "timing"):
                     plan = _timing_plan(link, self.pool, problem, stored, checked)
                     timed = timing(link, record, plan)
+                diagnostics.placement_windows = timed.placement_windows
                 if stored.waited_s:  # for another evaluation's figure of the same reference: a stage of its own
                     phases["reference_wait"] = stored.waited_s
                     phases["timing"] -= stored.waited_s

@@ -166,6 +166,7 @@ class Child:
         self.jobs = 0  # jobs started in it: more than one only for a kept reference child
         self._violation: str | None = None
         self._closed = False
+        self.closed_at = 0.0
         # The next job's start waits for this child to be gone once closed (`drain`): it may hold device memory
         # that job needs. Cleared for a child that held only small tensors (services.parent.link).
         self.awaited = True
@@ -221,6 +222,7 @@ class Child:
         self._ready = True
         if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it
             _SEED.take(os.path.join(self.tmpdir, TRITON_CACHE))
+            _CHILD_EVENTS.append(("start", self.started, time.monotonic()))
 
     def _late_start(self) -> str:
         """Why a start ran late, as far as the parent can tell: the child's last step and the host's load."""
@@ -332,6 +334,7 @@ class Child:
         if self._closed:
             return
         self._closed = True
+        self.closed_at = time.monotonic()
         self.kill()
         for fd in (self._to_child, self._from_child):
             with contextlib.suppress(OSError):
@@ -429,10 +432,23 @@ class _Supervisor:
             self._reaping = [c for c in self._reaping if c not in gone]
         for child in gone:
             shutil.rmtree(child.tmpdir, ignore_errors=True)
+            if child.device == "cuda":
+                _CHILD_EVENTS.append(("end", child.closed_at, time.monotonic()))
 
 
 _SUPERVISOR = _Supervisor()
 os.register_at_fork(after_in_child=_SUPERVISOR._reset)
+
+# When this process's GPU children started (spawned until ready: their context and the device warm-up) and ended
+# (closed until seen gone, to a supervisor tick: their context torn down, their memory given back), in monotonic
+# seconds, the timing slot's clock: the driver work beside a measurement that a bench sets against slow placements.
+_CHILD_EVENTS: deque[tuple[str, float, float]] = deque(maxlen=1024)
+os.register_at_fork(after_in_child=_CHILD_EVENTS.clear)
+
+
+def take_child_events() -> list[tuple[str, float, float]]:
+    """The GPU children's starts and ends recorded since the last call, as (kind, from, until), oldest first."""
+    return [_CHILD_EVENTS.popleft() for _ in range(len(_CHILD_EVENTS))]
 
 
 def drain_closed_children(every: bool, timeout: float = 15.0) -> None:

@@ -94,6 +94,8 @@ class TimingOutcome:
     parts_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
     further: FurtherProcesses | None = None
+    # Sides timed over placements: (side, first call's start, last call's end, median ms) per placement.
+    placement_windows: list[tuple[str, float, float, float]] = field(default_factory=list)
 
 
 class _Timer:
@@ -125,6 +127,9 @@ class _Timer:
         self.placements = placements
         self.per_placement: dict[str, list[int]] = {side: [0] for side in children}
         self.moving: set[str] = set()
+        # Each side's placements by when their kept calls ran (monotonic seconds, the timing slot's clock): for a
+        # bench to set a slow placement beside what else the host did then (`TimingOutcome.placement_windows`).
+        self.windows: dict[str, dict[int, list[float]]] = {side: {} for side in children}
         # One spin for every side, grown whenever a call's launches outlast it: it moves only where the host's
         # time would otherwise leak into the window, never the GPU time it shields.
         self.shield = 0 if link.device == "cpu" else link.settings.launch_shield_cycles
@@ -144,6 +149,7 @@ class _Timer:
         seed = s.seed(self.purpose, self.count)
         retain = side == "candidate" and self.chosen is not None
         moved = side in self.moving
+        began = time.monotonic()
         sent = time.perf_counter()
         command = Time(
             seed=seed, variant=variant, shield_cycles=self.shield, retain_previous=retain, new_placement=moved
@@ -183,6 +189,7 @@ class _Timer:
         if keep:
             self.samples[side].append(h.ms)
             self.per_placement[side][-1] += 1
+            self.windows[side].setdefault(len(self.per_placement[side]) - 1, [began, 0.0])[1] = time.monotonic()
             self.overheads[side].append(wall_ms - h.ms)
             self.extras[side].append(h.sync_extra_ms)
         return wall_ms - h.ms, h.sync_extra_ms
@@ -396,12 +403,19 @@ def _outcome(
     measured = [side for side in plan.sides if side != "candidate" and side not in accepted]
     if measured:  # the device time the reference's own calls took, in every process
         parts_s = parts_s | {"reference_calls": sum(t.spent_s.get(side, 0.0) for t in timers for side in measured)}
+    windows = [
+        (side, *window, statistics.median(group))
+        for t in timers
+        if t.placements > 1
+        for side in t.windows
+        for window, group in zip(t.windows[side].values(), t.groups(side), strict=True)
+    ]
     if cpu:
         text = "Timing is not meaningful on CPU (Triton interpreter); no speedup is reported."
     else:
         cand, ref = runtimes["candidate"], runtimes["reference"]
         text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
-    return TimingOutcome(runtimes, sorted(accepted), parts_s, text, further)
+    return TimingOutcome(runtimes, sorted(accepted), parts_s, text, further, windows)
 
 
 def reference_share_s(s: EvalSettings, samples: list[float], processes: int) -> float:

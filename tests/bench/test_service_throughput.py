@@ -152,3 +152,29 @@ def test_device_engagement_splits_each_workers_span_into_measurement_requests_al
         "request_s": {"x": 3.0, "y": 1.0},
     }
     assert device_engagement([{"worker": "a"}]) == {}
+
+
+def test_placement_neighbours_sets_slow_and_fast_placements_beside_the_children_started_and_ended(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import placement_neighbours
+
+    slot = [
+        # Worker a: a child started over 1-2 s and one ended over 4-5 s (logged by another evaluation).
+        {
+            "worker": "a",
+            "placement_windows": [
+                ["reference", 0.0, 0.9, 1.0],  # fast, beside nothing
+                ["reference", 1.5, 2.5, 2.0],  # slow (twice the fastest), beside the start
+                ["reference", 4.5, 5.5, 1.04],  # fast (4% over), beside the end
+                ["candidate", 1.0, 4.6, 3.0],  # its one placement: fast, beside both
+            ],
+        },
+        {"worker": "a", "child_events": [["start", 1.0, 2.0], ["end", 4.0, 5.0]]},
+        # Worker b's placement overlaps a's events in time but not its GPU.
+        {"worker": "b", "placement_windows": [["candidate", 1.0, 2.0, 1.0], ["candidate", 2.0, 3.0, 1.2]]},
+    ]
+    assert placement_neighbours(slot) == {
+        "slow": {"neither": 1, "start": 1},
+        "fast": {"end": 1, "end+start": 1, "neither": 2},
+    }
+    assert placement_neighbours([{"worker": "a"}]) == {"slow": {}, "fast": {}}
