@@ -235,11 +235,20 @@ def _try_lock(fd: int, mode: int) -> bool:
 
 
 def lock_files(device_lock: str) -> set[tuple[int, int, int]]:
-    """Every file of the directory that holds `device_lock` and of its folders (every device's slot, memory units
-    and markers on the host), as (major, minor, inode): what no child may hold a lock on."""
+    """The files of the directory that holds `device_lock` and of its memory units' folders (every device's slot,
+    units and markers on the host), as (major, minor, inode): what no child may hold a lock on. Nothing deeper: a
+    child's own directory may lie below a lock directory set to /tmp, and its own locks there are its business."""
+    folder = os.path.dirname(device_lock)
+    paths = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False) and entry.name.endswith(".mem"):
+                with contextlib.suppress(OSError):
+                    paths += [unit.path for unit in os.scandir(entry.path)]
+            else:
+                paths.append(entry.path)
     found = set()
-    for folder, _, names in os.walk(os.path.dirname(device_lock)):
-        for name in names:
-            with contextlib.suppress(OSError):  # removed meanwhile
-                found.add(procfs.file_id(os.path.join(folder, name)))
+    for path in paths:
+        with contextlib.suppress(OSError):  # removed meanwhile
+            found.add(procfs.file_id(path))
     return found
