@@ -34,7 +34,7 @@ from services.device_lock import lock_files
 from services.errors import ChildDied, ChildTimedOut
 from services.launchers import LauncherBuilds
 from services.protocol import channel
-from services.protocol.messages import read_start_stage
+from services.protocol.messages import WARM_UP_BETWEEN, read_start_stage
 from services.schema import PROTOCOL_VERSION
 from services.settings import EvalSettings
 from services.zygote import ForkedProcess, ZygoteUnavailable, spawn_forked, start_module
@@ -192,6 +192,9 @@ class Child:
     ) -> subprocess.Popen | ForkedProcess:
         limits = child_limits(device, self.settings)
         env = child_env(device, self.tmpdir)
+        if device == "cuda" and self.settings.device_lock and self.settings.child_warm_up_between_measurements:
+            want = Path(self.settings.device_lock).with_suffix(".want")
+            env[WARM_UP_BETWEEN] = f"{want}:{self.settings.child_warm_up_wait_s}"
         if self.settings.fork_children:
             try:
                 return spawn_forked(

@@ -337,14 +337,31 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     import_harness()
     import torch
 
+    from services.device_lock import wait_between_measurements
     from services.errors import ProtocolError
     from services.protocol import channel
-    from services.protocol.messages import START_NO_DEVICE_MEMORY, Job, Ready, parse_command, reply_header
+    from services.protocol.messages import (
+        START_NO_DEVICE_MEMORY,
+        WARM_UP_BETWEEN,
+        Job,
+        Ready,
+        parse_command,
+        reply_header,
+    )
     from services.schema import PROTOCOL_VERSION
+
+    between = os.environ.pop(WARM_UP_BETWEEN, "")  # never seen by user code
+
+    def between_measurements() -> None:
+        if between:
+            stage("waiting for a gap between measurements")
+            want, most_s = between.rsplit(":", 1)
+            wait_between_measurements(want, float(most_s))
 
     if device == "cuda":
         # Outside the device's slot: a measurement waits for every request in flight, and a context's creation
         # under load takes seconds, which kept the whole device idle behind it.
+        between_measurements()
         stage("creating the CUDA context")
         try:
             torch.cuda.init()
@@ -359,6 +376,7 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
         warm_triton_host()
         if device == "cuda":
             _warm_triton_device()
+            between_measurements()
             stage("loading the harness's device code")
             _warm_device_code()
     stage("ready")

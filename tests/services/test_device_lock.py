@@ -484,3 +484,18 @@ return triton_relu(x)
         assert time.monotonic() - began < 60
         with TimingSlot(lock).shared("a neighbour's request"):  # nothing holds the device any more
             pass
+
+
+def test_a_childs_start_waits_for_a_gap_between_measurements_without_taking_a_lock(tmp_path):
+    from services.device_lock import wait_between_measurements
+
+    slot = TimingSlot(tmp_path / "gpu.lock")
+    assert wait_between_measurements(str(slot.want), 5.0) == 0.0  # nothing has measured yet: no file
+    log: list[str] = []
+    m = measuring(slot, log)  # holds `.want` (shared) for 0.3 s
+    waited = wait_between_measurements(str(slot.want), 5.0)
+    m.join()
+    assert log == ["measured"] and 0.1 < waited < 2.0
+    m = measuring(slot, log)
+    assert wait_between_measurements(str(slot.want), 0.05) < 0.2  # at most its limit, however long the measurement
+    m.join()
