@@ -189,6 +189,7 @@ case $part in
     step kernelbench_step 585 "$py" bench/kernelbench_step.py --kernelbench "${KB:?KB=<dir holding level1/>}" \
         --gpus "${STEP_GPUS:-1,4}" --settings "${STEP_SETTINGS:-default}" --samples 3 --cut-minutes "${STEP_CUT_MINUTES:-3.5}" ${STEP_ABBA:+--abba} \
         --json "$out/kernelbench_step.json" --logs "$out/kernelbench-step-logs"
+    grep -h '"summary"' "$out/kernelbench_step.log" | cut -c1-2000
     ;;
 16)
     step calibration_slow 570 "$py" bench/service_throughput.py --problems bench/problems/calibration \
@@ -267,7 +268,7 @@ case $part in
                 step "step_${turn%%:*}" 280 "$py" bench/kernelbench_step.py --kernelbench "$kb" --gpus "${STEP_GPUS:-4}" \
                     --samples 3 --cut-minutes "${STEP_CUT_MINUTES:-2}" --json "$out/step_${turn%%:*}.json"
         )
-        grep -h '"summary"' "$out/step_${turn%%:*}.log" | cut -c1-700
+        grep -h '"summary"' "$out/step_${turn%%:*}.log" | cut -c1-1000
     done
     ;;
 22)
