@@ -445,6 +445,7 @@ def _timing_plan(
         # inputs are timed over placements in the evaluation's own children instead (on CPU the calls are grouped,
         # nothing moves).
         processes=1 if large else (s.cpu_reference_processes if cpu else s.reference_processes if kept else 1),
+        budgeted=kept,
         placements=s.timing_placements if large else 1,
         acquire_references=lambda n: acquire_references(link, pool, n),
         start_references=lambda children: start_references(link, children, problem),

@@ -194,10 +194,12 @@ class EvalSettings(BaseSettings):
         2.0,
         gt=0,
         description="Wall time a new reference's timed calls may take in all the processes it is timed in, each "
-        "process an equal share of it (over `reference_processes`). A process stops at its share once it has made "
-        "its least calls, however imprecise its own median: what the figure's precision rests on is the spread of "
-        "the processes' medians, which more calls in one process cannot narrow. Without the budget a 96x300 row "
-        "sum's new reference took 13 s of the timing slot on an H200 (5 processes, each to the 2,000-call cap).",
+        "process an equal share of it (over `reference_processes`), or over its placements (large inputs) in its "
+        "one process, where a timing store keeps its figure. A process stops at its share once it has made its "
+        "least calls (and visited every placement), however imprecise its own median: what the figure's precision "
+        "rests on is the spread of the processes' medians, which more calls in one process cannot narrow. Without "
+        "the budget a 96x300 row sum's new reference took 13 s of the timing slot on an H200 (5 processes, each to "
+        "the 2,000-call cap).",
     )
     reference_budget_fast_s: float = Field(
         1.0, gt=0, description="`reference_budget_s` for a reference whose calls' median is under 1 ms."

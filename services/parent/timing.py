@@ -16,7 +16,9 @@ several placements of its inputs in device memory (`timing_placements`), in the 
 its time is the fastest placement's median: a memory-bound kernel's time depends on the pages its inputs lie on, a
 placement can only slow it, and at such sizes a reference's time varies no more between processes than between
 placements in one. A slow placement's calls (`stats.bearing_placements`) count towards neither the time nor its
-precision, and a side whose current placement is slow takes another, up to `SPARE_PLACEMENTS` more.
+precision, and a side whose current placement is slow takes another, up to `SPARE_PLACEMENTS` more. A new
+reference timed so, whose figure a timing store keeps, is held to its whole budget once every placement has its
+share.
 
 Each call's window opens behind a GPU spin (the launch shield) so the host's launches are queued before it:
 the child reports whether forward() returned while the spin still ran, and a call that outlasted it doubles the
@@ -54,7 +56,8 @@ SPARE_PLACEMENTS = 2
 @dataclass(frozen=True)
 class TimingPlan:
     """Which sides to time (side -> which child, which variant), their stored statistics, the wall cap of one
-    sampling loop, how many processes a reference side is timed in, how to take more reference children and start
+    sampling loop, how many processes a reference side is timed in and whether a new one is held to its budget,
+    how to take more reference children and start
     them (side by side), and the structure of the reference's output in the correctness trials (re-checks receive the
     candidate's outputs into buffers of that structure)."""
 
@@ -62,6 +65,7 @@ class TimingPlan:
     stored: dict[str, RuntimeStats]
     cap_s: float
     processes: int
+    budgeted: bool  # a new reference's calls held to its budget: a timing store keeps its figure
     placements: int  # of each side's inputs, in the evaluation's own children
     acquire_references: Callable[[int], list[Child]]
     start_references: Callable[[list[Child]], list[Child]]
@@ -247,14 +251,15 @@ class _Timer:
         block: int,
         min_calls: int,
         cap_s: float,
-        pooled: tuple[str, ...] = (),
+        budgeted: tuple[str, ...] = (),
         processes: int = 1,
     ) -> None:
         """Blocks of calls, side after side, until every side's median is precise enough and its calls have
-        visited every placement of its inputs (each its share of `min_calls`), or at a cap. A side in `pooled` is a
-        new reference timed in `processes` processes, whose precision is their medians' mean: from `min_calls` on,
-        once its calls have spent this process's share of its budget (`reference_share_s`), it holds the others
-        back no longer and takes no more calls."""
+        visited every placement of its inputs (each its share of `min_calls`), or at a cap. A side in `budgeted` is
+        a new reference whose figure a timing store keeps, timed in `processes` processes (whose medians' mean is
+        its figure) or over this process's placements: once it has made `min_calls`, visited every placement and
+        spent this process's share of its budget (`reference_share_s`), it holds the others back no longer and
+        takes no more calls."""
         s = self.link.settings
         share = math.ceil(min_calls / self.placements)
         t = time.monotonic()
@@ -266,9 +271,13 @@ class _Timer:
                 for _ in range(block):
                     self(side, keep=True)
             spent = {
-                side for side in pooled if self.spent_s[side] >= reference_share_s(s, self.samples[side], processes)
+                side
+                for side in budgeted
+                if self.spent_s[side] >= reference_share_s(s, self.samples[side], processes)
+                and len(self.samples[side]) >= min_calls
+                and self._visited(side, share)
             }
-            rotation = [side for side in rotation if side not in spent or len(self.samples[side]) < min_calls]
+            rotation = [side for side in rotation if side not in spent]
             if not rotation:
                 return
             n = min(len(self.samples[side]) for side in rotation)
@@ -277,12 +286,13 @@ class _Timer:
                 or stats.precise_enough(self._within(side), s.timer_resolution_ms, s.target_ci_rel, s.target_ci_ticks)
                 for side in sides
             )
-            visited = all(
-                len(self.per_placement[side]) >= self.placements and self.per_placement[side][-1] >= share
-                for side in sides
-            )
+            visited = all(self._visited(side, share) for side in sides)
             if (n >= min_calls and visited and (precise or time.monotonic() - t > cap_s)) or n >= s.max_timed_calls:
                 return
+
+    def _visited(self, side: str, share: int) -> bool:
+        """Whether the side's calls have visited every placement, the current one with its share of calls."""
+        return len(self.per_placement[side]) >= self.placements and self.per_placement[side][-1] >= share
 
     def _moves_on(self, side: str, share: int) -> bool:
         """Whether the side's next call takes a new placement: once its current one has its share of calls, while
@@ -338,8 +348,8 @@ def timing(link: Link, record: Record, plan: TimingPlan) -> TimingOutcome:
         accepted = _revalidate(timer, plan.stored) if plan.stored else {}
         lap("revalidation")
         measured = [side for side in plan.sides if side not in accepted]
-        pooled = tuple(side for side in measured if side != "candidate") if plan.processes > 1 else ()
-        timer.sample(measured, block, min_calls, plan.cap_s, pooled, plan.processes)
+        budgeted = tuple(side for side in measured if side != "candidate") if plan.budgeted else ()
+        timer.sample(measured, block, min_calls, plan.cap_s, budgeted, plan.processes)
         lap("sampling")
         calls = defences.OffWindow(timer.overheads, timer.extras)
         if defences.off_window_suspect(link, calls, stats.summarize(timer.samples["candidate"]), cpu):

@@ -27,6 +27,9 @@ class _Scripted(_Timer):
         self._wall_s = wall_s
 
     def __call__(self, side: str, keep: bool) -> tuple[float, float]:
+        if side in self.moving:  # the next placement of its inputs
+            self.moving.discard(side)
+            self.per_placement[side].append(0)
         self.spent_s[side] += self._wall_s[side]
         if keep:
             self.samples[side].append(next(self._times[side]))
@@ -80,3 +83,22 @@ def test_a_reference_timed_in_one_process_has_no_budget_and_samples_to_the_cap()
     timer = _Scripted({"reference": BIMODAL_MS, "candidate": [0.0039]}, {"reference": 0.0013, "candidate": 0.0013})
     timer.sample(["reference", "candidate"], 10, 20, 1e9)
     assert (len(timer.samples["reference"]), len(timer.samples["candidate"])) == (2000, 2000)
+
+
+def test_a_new_reference_timed_over_placements_spends_its_whole_budget_once_it_has_visited_them_all():
+    # Large inputs: both sides in the evaluation's own children over 3 placements, the reference's figure kept by a
+    # store. Its calls alternate 3.0 and 3.1 ms, whose median never narrows to 1%; the candidate is precise at once.
+    timer = _Scripted({"reference": [3.0, 3.1], "candidate": [3.9]}, {"reference": 0.0035, "candidate": 0.0035})
+    timer.placements = 3
+    timer.sample(["reference", "candidate"], 10, 20, 1e9, ("reference",), 1)
+    # 2 s at 3.5 ms a call: 57 blocks of 10 spend 1.995 s, the 58th 2.03 s; each placement has had its share (7).
+    assert (len(timer.samples["reference"]), len(timer.samples["candidate"])) == (580, 580)
+    assert timer.per_placement["reference"] == [10, 10, 560]
+
+
+def test_a_new_reference_does_not_stop_at_its_budget_before_it_has_visited_every_placement():
+    # Calls so slow that the budget is spent within the first placement's share: the reference still visits all.
+    timer = _Scripted({"reference": [30.0, 31.0], "candidate": [39.0]}, {"reference": 1.5, "candidate": 0.035})
+    timer.placements = 3
+    timer.sample(["reference", "candidate"], 2, 6, 1e9, ("reference",), 1)
+    assert timer.per_placement["reference"] == [2, 2, 2]
