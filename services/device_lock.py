@@ -64,7 +64,7 @@ class TimingSlot:
     def __init__(self, path: Path, gather_s: float = 0.0):
         self.path = path
         self.gather_s = gather_s
-        self.want = path.with_suffix(".want")
+        self.want = want_file(path)
         self.use = path.with_suffix(".use")
         self.units = path.with_suffix(".mem")
         self.door = path.with_suffix(".door")
@@ -232,6 +232,11 @@ def _try_lock(fd: int, mode: int) -> bool:
         return True
     except BlockingIOError:
         return False
+
+
+def want_file(device_lock: str | Path) -> Path:
+    """The file every evaluation waiting to measure or measuring holds shared (`TimingSlot.want`)."""
+    return Path(device_lock).with_suffix(".want")
 
 
 def lock_files(device_lock: str) -> set[tuple[int, int, int]]:

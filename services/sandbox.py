@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from services import procfs
-from services.device_lock import lock_files
+from services.device_lock import lock_files, want_file
 from services.errors import ChildDied, ChildTimedOut
 from services.launchers import LauncherBuilds
 from services.protocol import channel
@@ -193,7 +193,7 @@ class Child:
         limits = child_limits(device, self.settings)
         env = child_env(device, self.tmpdir)
         if device == "cuda" and self.settings.device_lock and self.settings.child_warm_up_between_measurements:
-            want = Path(self.settings.device_lock).with_suffix(".want")
+            want = want_file(self.settings.device_lock)
             env[WARM_UP_BETWEEN] = f"{want}:{self.settings.child_warm_up_wait_s}"
         if self.settings.fork_children:
             try:

@@ -141,10 +141,15 @@ def fastest_placement(
 SLOW_PLACEMENT_REL = 0.05
 
 
-def is_slow_placement(per_placement: list[list[float]], i: int) -> bool:
-    """Whether placement `i`'s median is more than SLOW_PLACEMENT_REL above the fastest placement's."""
+def slow_placements(per_placement: list[list[float]]) -> list[bool]:
+    """Per placement, whether its median is more than SLOW_PLACEMENT_REL above the fastest placement's."""
     medians = [statistics.median(xs) for xs in per_placement]
-    return medians[i] > min(medians) * (1 + SLOW_PLACEMENT_REL)
+    return [m > min(medians) * (1 + SLOW_PLACEMENT_REL) for m in medians]
+
+
+def is_slow_placement(per_placement: list[list[float]], i: int) -> bool:
+    """Whether placement `i` is a slow one (`slow_placements`)."""
+    return slow_placements(per_placement)[i]
 
 
 def bearing_placements(per_placement: list[list[float]]) -> list[list[float]]:
@@ -152,8 +157,9 @@ def bearing_placements(per_placement: list[list[float]]) -> list[list[float]]:
     time (the fastest's) never is, and whose calls spread: counted in, they kept sampling going until calls piled
     into the last placement outweighed them (104 and 114 calls a side on a 4 x H100 host, against a median of 27).
     The last placement stays in while it is slow: further calls land there and are judged as they are."""
-    last = len(per_placement) - 1
-    return [xs for i, xs in enumerate(per_placement) if i == last or not is_slow_placement(per_placement, i)]
+    slow = slow_placements(per_placement)
+    slow[-1] = False
+    return [xs for xs, s in zip(per_placement, slow, strict=True) if not s]
 
 
 def scaled_placements(per_placement: list[list[float]], center: float) -> list[float]:
