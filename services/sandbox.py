@@ -192,7 +192,7 @@ class Child:
     ) -> subprocess.Popen | ForkedProcess:
         limits = child_limits(device, self.settings)
         env = child_env(device, self.tmpdir)
-        if device == "cuda" and self.settings.device_lock and self.settings.child_warm_up_between_measurements:
+        if device == "cuda" and self.settings.device_lock:
             want = want_file(self.settings.device_lock)
             env[WARM_UP_BETWEEN] = f"{want}:{self.settings.child_warm_up_wait_s}"
         if self.settings.fork_children:

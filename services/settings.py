@@ -326,15 +326,12 @@ class EvalSettings(BaseSettings):
     max_processes: int = Field(64, ge=1, description="Processes a child's session may hold at once.")
     max_file_mb: int = Field(1024, ge=1, description="Largest file a child may write.")
     warm_children: int = Field(4, ge=0, description="Children kept started with torch imported (0: none).")
-    child_warm_up_between_measurements: bool = Field(
-        False,
-        description="A GPU child creates its CUDA context and loads the harness's device code only while no "
-        "measurement is waiting or running on its device (with `device_lock` set; it watches /proc/locks and takes "
-        "no lock), at most `child_warm_up_wait_s` each. Off: a pool refilling beside a measurement does both inside "
-        "it, which may be what slows a side's second to fourth placements (docs/benchmarks.md).",
-    )
     child_warm_up_wait_s: float = Field(
-        5.0, ge=0, description="The longest a GPU child's start waits for a gap between measurements, each step."
+        5.0,
+        ge=0,
+        description="With `device_lock` set, a GPU child creates its CUDA context and loads the harness's device code "
+        "only while no measurement waits or runs on its device (it watches /proc/locks and takes no lock): a pool "
+        "refilling beside a measurement slowed it (docs/benchmarks.md). This is the longest each step waits.",
     )
     reference_children_kept: int = Field(
         4,

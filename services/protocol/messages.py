@@ -40,7 +40,7 @@ START_STAGE = ".kg_start_stage"  # what a starting child is doing: named when it
 # filled the device. Trusted only before the child has been given its job, as no user code has run there yet.
 START_NO_DEVICE_MEMORY = 75
 # In a starting GPU child's environment: "<the device slot's .want file>:<most seconds>", where its context's creation
-# and device warm-up each wait for a gap between measurements (EvalSettings.child_warm_up_between_measurements).
+# and device warm-up each wait for a gap between measurements (EvalSettings.child_warm_up_wait_s).
 WARM_UP_BETWEEN = "KERNELGYM_WARM_UP_BETWEEN"
 _CLOCK_BYTES = 64
 
