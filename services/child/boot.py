@@ -19,6 +19,8 @@ import os
 import resource
 import sys
 
+from services.child.seccomp import PR_SET_NO_NEW_PRIVS, confine_signals, refuse_sockets
+
 
 def _isolate_network() -> str:
     """A private network namespace (no interfaces but a down loopback); must run single-threaded."""
@@ -33,84 +35,6 @@ def _isolate_network() -> str:
     if libc.unshare(clone_newuser | clone_newnet) == 0:
         return "userns+netns"
     return f"none (unshare: {errno.errorcode.get(first, first)})"
-
-
-# What seccomp and Landlock both need: no privilege gained by exec (setuid), for this process and its descendants.
-_PR_SET_NO_NEW_PRIVS = 38
-# Seccomp (x86_64, aarch64): audit arch and the numbers of kill, tkill, tgkill, ptrace, process_vm_readv,
-# process_vm_writev and pidfd_send_signal; x86_64's x32 numbers (bit 30 set) are refused whole.
-_SECCOMP_ARCHES = {
-    "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234}, (101, 310, 311, 424), True),
-    "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131}, (117, 270, 271, 424), False),
-}
-
-
-def _bpf(program: list[tuple[int, str | int, str | int, int] | str]) -> bytes:
-    """A classic BPF program from (code, jump-if-true, jump-if-false, k) rows and label strings; jumps name a
-    label or are 0 (the next row)."""
-    rows = [r for r in program if not isinstance(r, str)]
-    at, n = {}, 0
-    for r in program:
-        if isinstance(r, str):
-            at[r] = n
-        else:
-            n += 1
-    out = b""
-    for i, (code, jt, jf, k) in enumerate(rows):
-        off = [at[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)]
-        out += code.to_bytes(2, "little") + bytes(off) + (k & 0xFFFFFFFF).to_bytes(4, "little")
-    return out
-
-
-def _confine_signals() -> str:
-    """A seccomp filter that this process and everything it starts keep for life: a signal only to itself (kill
-    and tgkill on its own pid, its own process group, or 0), no tkill, ptrace, process_vm_readv/writev or
-    pidfd_send_signal, each refused with EPERM. Native code (ctypes, an extension) cannot get past it, so no
-    request's code signals or inspects another evaluation's processes, the zygote or the worker. Where seccomp is
-    unavailable, the audit hook still refuses it from Python."""
-    arch = _SECCOMP_ARCHES.get(os.uname().machine)
-    if arch is None:
-        return f"none (no filter for {os.uname().machine})"
-    audit_arch, nr, refused, x32 = arch
-    me = os.getpid()
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
-    program: list[tuple[int, str | int, str | int, int] | str] = [
-        (ld, 0, 0, 4),
-        (jeq, 0, "deny", audit_arch),
-        (ld, 0, 0, 0),
-        *([(jge, "deny", 0, 0x40000000)] if x32 else []),
-        (jeq, "own", 0, nr["kill"]),
-        (jeq, "own_group", 0, nr["tgkill"]),
-        (jeq, "deny", 0, nr["tkill"]),
-        *[(jeq, "deny", 0, number) for number in refused],
-        (ret, 0, 0, allow),
-        "own",
-        (ld, 0, 0, 16),  # the low half of the first argument: the pid
-        (jeq, "allow", 0, 0),
-        (jeq, "allow", 0, -me),
-        "own_group",
-        (ld, 0, 0, 16),
-        (jeq, "allow", "deny", me),
-        "allow",
-        (ret, 0, 0, allow),
-        "deny",
-        (ret, 0, 0, deny),
-    ]
-    code = _bpf(program)
-    libc = ctypes.CDLL(None, use_errno=True)
-    filters = ctypes.create_string_buffer(code, len(code))
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    prog = Program(len(code) // 8, ctypes.addressof(filters))
-    PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        return f"none (no_new_privs: {errno.errorcode.get(ctypes.get_errno(), '?')})"
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        return f"none (seccomp: {errno.errorcode.get(ctypes.get_errno(), '?')})"
-    return "seccomp"
 
 
 # Landlock (x86_64 and aarch64 share the generic numbers): landlock_create_ruleset, _add_rule, _restrict_self.
@@ -165,7 +89,7 @@ def _confine_writes(private_dir: str) -> str:
                 os.close(fd)
             if added != 0 and path == private_dir:
                 return failed("rule")
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(_LANDLOCK_RESTRICT, ruleset, 0) != 0:
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(_LANDLOCK_RESTRICT, ruleset, 0) != 0:
             return failed("restrict")
     finally:
         os.close(ruleset)
@@ -325,7 +249,7 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     network = _isolate_network()
     stage("containing the processes it will start")
     processes = _keep_descendants()
-    signals = _confine_signals()
+    signals = confine_signals()
     if device == "compiler" and _hide_devices():
         raise RuntimeError("a compiler child must see no GPU")
     _limit_resources(mem_mb, file_mb)
@@ -380,7 +304,9 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
             stage("loading the harness's device code")
             _warm_device_code()
     stage("ready")
-    files = _confine_writes(os.getcwd())  # after the trusted warm-up, before anything of a request
+    # After the trusted warm-up, before anything of a request.
+    files = _confine_writes(os.getcwd())
+    network = f"{network}; sockets: {refuse_sockets()}"
     from services.child.runtime import Runtime
 
     ready = Ready(pid=os.getpid(), network=network, processes=processes, signals=signals, files=files)

@@ -190,9 +190,9 @@ class Ready:
     """A started child, torch imported, waiting for its job."""
 
     pid: int
-    network: str
+    network: str  # its namespace, then which sockets it may open (services.child.seccomp.refuse_sockets)
     processes: str = "unknown"  # how its descendants are kept below it (services.child.boot._keep_descendants)
-    signals: str = "unknown"  # whether it can signal only itself (services.child.boot._confine_signals)
+    signals: str = "unknown"  # whether it can signal only itself (services.child.seccomp.confine_signals)
     files: str = "unknown"  # whether it can write only its own directory (services.child.boot._confine_writes)
     protocol: str = PROTOCOL_VERSION
     msg: Literal["ready"] = "ready"
