@@ -220,7 +220,7 @@ class Child:
         self.network = str(header.get("network", "unknown"))
         self.containment = (
             f"{header.get('processes', 'unknown')}; signals: {header.get('signals', 'unknown')}; "
-            f"files: {header.get('files', 'unknown')}"
+            f"files: {header.get('files', 'unknown')}; capabilities: {header.get('capabilities', 'unknown')}"
         )
         self._ready = True
         if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it

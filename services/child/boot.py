@@ -109,6 +109,30 @@ def _keep_descendants() -> str:
     return "subreaper"
 
 
+def _drop_capabilities() -> str:
+    """A child of a root worker holds every capability (loading kernel modules, mounts, rebooting, reading any
+    process's memory); after the trusted warm-up it needs none. Empty the bounding set, so that nothing it executes
+    regains one, and the ambient, inheritable, permitted and effective sets. A child without capabilities has
+    nothing to drop."""
+    with open("/proc/self/status") as f:
+        held = next((int(line.split()[1], 16) for line in f if line.startswith("CapEff:")), 0)
+    if not held:
+        return "none held"
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        last = int(f.read())
+    for cap in range(last + 1):
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            return f"held (bounding set: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable for each 32-capability half: all empty
+    if libc.capset(header, data) != 0:
+        return f"held (capset: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+    return "dropped"
+
+
 def _hide_devices() -> int:
     """Put the GPU out of this process's reach before any user code runs: where the child may (root, or a user
     namespace), /dev/null is bound over every NVIDIA device node in a private mount namespace; and the CUDA
@@ -307,9 +331,17 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     # After the trusted warm-up, before anything of a request.
     files = _confine_writes(os.getcwd())
     network = f"{network}; sockets: {refuse_sockets()}"
+    capabilities = _drop_capabilities()
     from services.child.runtime import Runtime
 
-    ready = Ready(pid=os.getpid(), network=network, processes=processes, signals=signals, files=files)
+    ready = Ready(
+        pid=os.getpid(),
+        network=network,
+        processes=processes,
+        signals=signals,
+        files=files,
+        capabilities=capabilities,
+    )
     channel.send(out_fd, reply_header(ready))
     header, _ = channel.recv(in_fd)
     job = parse_command(header)

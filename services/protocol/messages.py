@@ -194,6 +194,7 @@ class Ready:
     processes: str = "unknown"  # how its descendants are kept below it (services.child.boot._keep_descendants)
     signals: str = "unknown"  # whether it can signal only itself (services.child.seccomp.confine_signals)
     files: str = "unknown"  # whether it can write only its own directory (services.child.boot._confine_writes)
+    capabilities: str = "unknown"  # whether a root child gave up its capabilities (boot._drop_capabilities)
     protocol: str = PROTOCOL_VERSION
     msg: Literal["ready"] = "ready"
 

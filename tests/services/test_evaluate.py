@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import os
 import socket
 import time
 
@@ -508,6 +509,18 @@ return triton_relu(x) + (1.0 if reached else 0.0)
     isolation = result.environment.network_isolation
     if not isolation.startswith(("netns", "userns")) and "sockets: local sockets only" not in isolation:
         pytest.skip(f"neither a network namespace nor seccomp on this machine: {isolation}")
+    assert result.verdict is Verdict.PASSED, result.feedback
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a child of a worker that is not root holds no capability")
+def test_a_root_workers_child_runs_a_request_without_capabilities(undefended, relu):
+    body = """
+with open("/proc/self/status") as f:
+    caps = {k: int(v, 16) for k, v in (line.split(":") for line in f if line.startswith("Cap"))}
+return triton_relu(x) + (0.0 if not any(caps.values()) else 1.0)
+"""
+    result = undefended.evaluate(relu, relu_candidate(body), NO_TIMING).result
+    assert "capabilities: dropped" in result.environment.containment
     assert result.verdict is Verdict.PASSED, result.feedback
 
 
