@@ -4,6 +4,7 @@ timing attacks that only a GPU can express are caught. Skipped without CUDA."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 import time
@@ -49,6 +50,9 @@ def test_honest_kernel_passes_with_timing(evaluator, problems, problem_id):
     assert result.candidate_runtime.trials >= 20 and result.reference_runtime.trials >= 20
     assert result.environment.gpu_name and result.environment.gpu_uuid
     assert all(c.passed for c in result.checks), result.checks
+    # The request ran under the socket filter and, in a root worker's child, without capabilities.
+    assert result.environment.network_isolation.endswith("sockets: local sockets only")
+    assert "capabilities: dropped" in result.environment.containment or os.geteuid() != 0
 
 
 def test_illegal_memory_access_is_a_clear_verdict_and_next_evaluation_unaffected(evaluator, relu):
