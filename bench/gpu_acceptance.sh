@@ -205,7 +205,8 @@ case $part in
     (
         export CUDA_VISIBLE_DEVICES=1
         step test_gpu 270 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py \
-            tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py
+            tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py \
+            tests/services/test_child_seccomp.py
         failures "$out/test_gpu.log"
         step repeat_small_no_floor 140 env KERNELGYM_TARGET_CI_TICKS=0 "$py" bench/eval_wall.py repeat --device cuda
         step repeat_small_floor 140 env KERNELGYM_TARGET_CI_TICKS=1.6 "$py" bench/eval_wall.py repeat --device cuda
@@ -274,7 +275,8 @@ case $part in
 22)
     # Part 17's checks of the evaluator in turn, for a machine of one GPU (5 minutes on an H100 at 031812a).
     step test_gpu 300 "$py" -m pytest -q -p no:cacheprovider tests/services/test_gpu.py \
-        tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py
+        tests/services/test_reference_sandbox.py tests/services/test_precompile.py tests/services/test_compare.py \
+        tests/services/test_child_seccomp.py
     failures "$out/test_gpu.log"
     for shard in 1 2; do
         step "hacks_$shard" 150 "$py" bench/hack_corpus.py --device cuda --shard "$shard/2" --json "$out/hacks_$shard.json"
