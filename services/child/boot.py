@@ -43,13 +43,17 @@ _LANDLOCK_CREATE, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT = 444, 445, 446
 # (1), move or link one across directories (2), truncate (3). Reading, executing and device ioctls stay open.
 _WRITE_RIGHTS = {1: 0b1_1111_1111_0010, 2: 0b11_1111_1111_0010, 3: 0b111_1111_1111_0010}
 _DEVICE_RIGHTS = 0b100_0000_0000_0010  # write (or truncate) a device node that exists: the GPU's, /dev/null
+# In /dev/shm, torch's CUDA IPC counting files of the parent's shared buffers: a consumer opens one that exists
+# (never creating it), writes its count, and unlinks it if it closes it last; it never truncates one, and one
+# truncated would kill the parent, which maps it, with SIGBUS.
+_SHARED_MEMORY_RIGHTS = 0b10_0010  # write a file, remove a file
 
 
 def _confine_writes(private_dir: str) -> str:
     """A Landlock ruleset that this process and everything it starts keep for life: a file is written, made,
-    removed, moved or truncated only beneath `private_dir` (its Triton cache, HOME and TMPDIR are there) and /dev/shm
-    (where torch's CUDA IPC keeps the reference counts of the parent's shared buffers, which a child opens to write),
-    and otherwise only the device nodes in /dev are written to (not /dev/mqueue). Native code cannot get
+    removed, moved or truncated only beneath `private_dir` (its Triton cache, HOME and TMPDIR are there); in
+    /dev/shm a file that exists is written or removed, nothing made or truncated; and otherwise only the device nodes
+    in /dev are written to (not /dev/mqueue). Native code cannot get
     past it: the audit hook sees Python's `open`, not torch's own writers (`torch.from_file(..., shared=True)`
     wrote where it was told), and a file planted in another child's Triton cache, or in the seed every GPU child's
     cache starts from, would be code in later children, references' among them. Where the kernel has no Landlock,
@@ -77,7 +81,11 @@ def _confine_writes(private_dir: str) -> str:
             devices = [os.path.join("/dev", n) for n in sorted(os.listdir("/dev")) if n not in ("shm", "mqueue")]
         except OSError:
             devices = []  # /dev unreadable: only the device nodes already open stay writable
-        rules = [(private_dir, handled), ("/dev/shm", handled), *((d, _DEVICE_RIGHTS & handled) for d in devices)]
+        rules = [
+            (private_dir, handled),
+            ("/dev/shm", _SHARED_MEMORY_RIGHTS),
+            *((d, _DEVICE_RIGHTS & handled) for d in devices),
+        ]
         for path, rights in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
