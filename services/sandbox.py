@@ -164,6 +164,7 @@ class Child:
         self.containment = "unknown"
         self._seq = self._posted = 0  # replies received, commands sent
         self.jobs = 0  # jobs started in it: more than one only for a kept reference child
+        self.ready_threads: set[int] = set()  # its OS threads when it said it was ready, before any job
         self._violation: str | None = None
         self._closed = False
         self.closed_at = 0.0
@@ -223,6 +224,7 @@ class Child:
             f"files: {header.get('files', 'unknown')}; capabilities: {header.get('capabilities', 'unknown')}"
         )
         self._ready = True
+        self.ready_threads = self.threads()
         if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it
             _SEED.take(os.path.join(self.tmpdir, TRITON_CACHE))
             _CHILD_EVENTS.append(("start", self.started, time.monotonic()))

@@ -236,8 +236,12 @@ class Link:
         it cannot serve another: it failed, was killed, or does not answer the release."""
         child = self.ref
         # torch.compile's caches of the compiled reference would grow with every job: such a child is not kept.
-        # Nor one with a process left below it: what a job started dies with that job.
-        if child is None or self.options.compare_compile or not child.idle() or child.descendants():
+        # Nor one with a process left below it or a thread it did not have when ready: what a job started dies with
+        # that job, and a thread of a hostile reference would go on running beside other evaluations (their
+        # measurements, the receive buffers it keeps mapped) while the child idles.
+        if child is None or self.options.compare_compile or not child.idle():
+            return None
+        if child.descendants() or child.threads() - child.ready_threads:
             return None
         try:
             self.release(time.monotonic() + self.settings.load_timeout_s, child, trim=trim)

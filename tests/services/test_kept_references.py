@@ -85,6 +85,32 @@ def test_a_reference_whose_tensors_passed_the_keep_limit_is_not_kept(keeping, pr
     assert not second.diagnostics.reference_kept and _kept_pids(keeping) == []
 
 
+def test_a_reference_that_leaves_a_thread_running_is_not_kept(keeping, problems):
+    """Its thread would go on beside other evaluations while the child idles."""
+    from services.problems import Problem
+
+    relu = problems.load(RELU)
+    keeping.references.close()
+    # Started by its forward, which only the reference's child runs (a candidate's child imports the problem too).
+    lingering = """
+import threading, time
+_forward = Model.forward
+def _forward_leaving_a_thread(self, *args):
+    if not getattr(Model, "started", False):
+        Model.started = True
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+    return _forward(self, *args)
+Model.forward = _forward_leaving_a_thread
+"""
+    problem = Problem(id="relu_with_a_thread", source=relu.source + lingering)
+    first = keeping.evaluate(problem, bundled_source(RELU), OPTIONS)
+    second = keeping.evaluate(problem, bundled_source(RELU), OPTIONS)
+    assert [first.result.verdict.value, second.result.verdict.value] == ["passed", "passed"], first.result.feedback
+    assert not second.diagnostics.reference_kept and _kept_pids(keeping) == []
+    assert keeping.evaluate(relu, bundled_source(RELU), OPTIONS).result.verdict.value == "passed"
+    assert _kept_pids(keeping)  # the problem's own reference is kept as before
+
+
 def _job(role: str, reference: str, candidate: str | None = None) -> dict:
     job = Job(
         nonce="n" * 32,
