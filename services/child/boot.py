@@ -119,26 +119,32 @@ def _keep_descendants() -> str:
 
 def _drop_capabilities() -> str:
     """A child of a root worker holds every capability (loading kernel modules, mounts, rebooting, reading any
-    process's memory); after the trusted warm-up it needs none. Empty the bounding set, so that nothing it executes
-    regains one, and the ambient, inheritable, permitted and effective sets. A child without capabilities has
-    nothing to drop."""
+    process's memory); after the trusted warm-up it needs none. Empty its ambient, inheritable, permitted and
+    effective sets: with no_new_privs set (the seccomp filters and Landlock set it), nothing it executes regains
+    one. The bounding set is emptied too where the child may (CAP_SETPCAP). A child without capabilities has nothing
+    to drop."""
     with open("/proc/self/status") as f:
         held = next((int(line.split()[1], 16) for line in f if line.startswith("CapEff:")), 0)
     if not held:
         return "none held"
     libc = ctypes.CDLL(None, use_errno=True)
     PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
-    with open("/proc/sys/kernel/cap_last_cap") as f:
-        last = int(f.read())
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except OSError:
+        last = 63  # the numbers past the kernel's own last one fail with EINVAL
+    bounding = ""
     for cap in range(last + 1):
-        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            return f"held (bounding set: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != errno.EINVAL:
+            bounding = f" (bounding set kept: {errno.errorcode.get(ctypes.get_errno(), '?')})"
+            break
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
     data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable for each 32-capability half: all empty
     if libc.capset(header, data) != 0:
         return f"held (capset: {errno.errorcode.get(ctypes.get_errno(), '?')})"
-    return "dropped"
+    return "dropped" + bounding
 
 
 def _hide_devices() -> int:
