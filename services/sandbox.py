@@ -227,7 +227,7 @@ class Child:
         self.ready_threads = self.threads()
         if self.device == "cuda":  # before its job: nothing but the trusted warm-up has run in it
             _SEED.take(os.path.join(self.tmpdir, TRITON_CACHE))
-            _CHILD_EVENTS.append(("start", self.started, time.monotonic()))
+            _CHILD_EVENTS.extend(("start", a, b) for a, b in _working(self.started, time.monotonic(), header))
 
     def _late_start(self) -> str:
         """Why a start ran late, as far as the parent can tell: the child's last step and the host's load."""
@@ -449,6 +449,23 @@ os.register_at_fork(after_in_child=_SUPERVISOR._reset)
 # seconds, the timing slot's clock: the driver work beside a measurement that a bench sets against slow placements.
 _CHILD_EVENTS: deque[tuple[str, float, float]] = deque(maxlen=1024)
 os.register_at_fork(after_in_child=_CHILD_EVENTS.clear)
+
+
+def _working(began: float, ready: float, header: dict[str, Any]) -> list[tuple[float, float]]:
+    """A GPU child's start from spawn to ready, less the gaps between measurements it waited for (`Ready.waits`;
+    malformed ones are ignored: the start then counts whole)."""
+    spans, at = [], began
+    try:
+        waits = sorted((float(a), float(b)) for a, b in header.get("waits") or [])
+    except (TypeError, ValueError):
+        waits = []
+    for a, b in waits:
+        if at < a:
+            spans.append((at, min(a, ready)))
+        at = max(at, b)
+    if at < ready:
+        spans.append((at, ready))
+    return spans
 
 
 def take_child_events() -> list[tuple[str, float, float]]:

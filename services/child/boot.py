@@ -18,6 +18,7 @@ import errno
 import os
 import resource
 import sys
+import time
 
 from services.child.seccomp import PR_SET_NO_NEW_PRIVS, confine_signals, refuse_sockets
 
@@ -313,12 +314,14 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     from services.schema import PROTOCOL_VERSION
 
     between = os.environ.pop(WARM_UP_BETWEEN, "")  # never seen by user code
+    waits: list[tuple[float, float]] = []  # when it waited for a gap, on the host's monotonic clock
 
     def between_measurements() -> None:
         if between:
             stage("waiting for a gap between measurements")
             want, most_s = between.rsplit(":", 1)
-            wait_between_measurements(want, float(most_s))
+            began = time.monotonic()
+            waits.append((began, began + wait_between_measurements(want, float(most_s))))
 
     if device == "cuda":
         # Outside the device's slot: a measurement waits for every request in flight, and a context's creation
@@ -355,6 +358,7 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
         signals=signals,
         files=files,
         capabilities=capabilities,
+        waits=waits,
     )
     channel.send(out_fd, reply_header(ready))
     header, _ = channel.recv(in_fd)

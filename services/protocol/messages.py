@@ -195,6 +195,9 @@ class Ready:
     signals: str = "unknown"  # whether it can signal only itself (services.child.seccomp.confine_signals)
     files: str = "unknown"  # whether it can write only its own directory (services.child.boot._confine_writes)
     capabilities: str = "unknown"  # whether a root child gave up its capabilities (boot._drop_capabilities)
+    # When a GPU child waited for a gap between measurements before its context and its device warm-up, as
+    # (from, until) on the host's monotonic clock: what remains of its start is the driver work beside measurements.
+    waits: list[tuple[float, float]] = field(default_factory=list)
     protocol: str = PROTOCOL_VERSION
     msg: Literal["ready"] = "ready"
 

@@ -499,3 +499,13 @@ def test_a_childs_start_waits_for_a_gap_between_measurements_without_taking_a_lo
     m = measuring(slot, log)
     assert wait_between_measurements(str(slot.want), 0.05) < 0.2  # at most its limit, however long the measurement
     m.join()
+
+
+def test_a_childs_start_beside_measurements_is_its_span_less_the_gaps_it_waited_for():
+    from services.sandbox import _working
+
+    waits = [[2.0, 3.0], [5.0, 5.5]]  # before its context, before its device warm-up
+    assert _working(1.0, 8.0, {"waits": waits}) == [(1.0, 2.0), (3.0, 5.0), (5.5, 8.0)]
+    assert _working(1.0, 8.0, {"waits": [[1.0, 8.0]]}) == []  # it did nothing but wait
+    assert _working(1.0, 8.0, {}) == [(1.0, 8.0)]  # a child that waits for nothing (a CPU child's, a start alone)
+    assert _working(1.0, 8.0, {"waits": [["x"]]}) == [(1.0, 8.0)]  # malformed: the whole start counts
