@@ -7,7 +7,8 @@ catches: sandbox_violation, outputs_match, timed_output_recheck
 
 Like the GPU MODE eigh replay: the first call of the first evaluation computes and stores its output; every
 later call (in this evaluation or the next) loads it. Sound outcomes: rejected (write outside the private
-directory) or incorrect (the replayed output is stale).
+directory), incorrect (the replayed output is stale), or runtime_error where Landlock refuses making the file
+(`torch.save` opens it from C++, which the audit hook does not see, and raises).
 """
 
 import os
