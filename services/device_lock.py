@@ -259,15 +259,20 @@ def lock_files(device_lock: str) -> set[tuple[int, int, int]]:
     return found
 
 
-def wait_between_measurements(want: str, most_s: float) -> float:
+def wait_between_measurements(want: str, most_s: float, needed: str | None = None) -> float:
     """Wait until no evaluation waits to measure or measures on the device (nobody holds its `.want` file, as
-    /proc/locks shows: no lock is taken), at most `most_s`; returns the seconds waited. For work that would slow a
-    measurement beside it but need not hold the device: a child's start (its context, its device warm-up)."""
+    /proc/locks shows: no lock is taken), at most `most_s`, or until the file `needed` exists; returns the seconds
+    waited. For work that would slow a measurement beside it but need not hold the device: a child's start (its
+    context, its device warm-up), which an evaluation that takes the child ends (its `.want` may be one held)."""
     began = time.monotonic()
     try:
         target = procfs.file_id(want)
     except OSError:
         return 0.0  # nothing has waited for the device yet
-    while time.monotonic() - began < most_s and any(target in files for files in procfs.flock_holders().values()):
+    while (
+        time.monotonic() - began < most_s
+        and not (needed and os.path.exists(needed))
+        and any(target in files for files in procfs.flock_holders().values())
+    ):
         time.sleep(5 * _POLL_S)
     return time.monotonic() - began

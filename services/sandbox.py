@@ -34,7 +34,7 @@ from services.device_lock import lock_files, want_file
 from services.errors import ChildDied, ChildTimedOut
 from services.launchers import LauncherBuilds
 from services.protocol import channel
-from services.protocol.messages import WARM_UP_BETWEEN, read_start_stage
+from services.protocol.messages import NEEDED_NOW, WARM_UP_BETWEEN, read_start_stage
 from services.schema import PROTOCOL_VERSION
 from services.settings import EvalSettings
 from services.zygote import ForkedProcess, ZygoteUnavailable, spawn_forked, start_module
@@ -316,6 +316,13 @@ class Child:
         """Kill the child and every process below it, those that left its session included (procfs.kill_tree)."""
         procfs.kill_tree(self.proc.pid)
 
+    def needed_now(self) -> None:
+        """An evaluation took this child before it was ready and waits for it: a GPU child still waiting for a gap
+        between measurements (its evaluation may itself hold the device's `.want`) starts at once."""
+        if not self._ready:
+            with contextlib.suppress(OSError):
+                Path(self.tmpdir, NEEDED_NOW).touch()
+
     def descendants(self) -> list[int]:
         """The live processes below the child, in its session or not."""
         return procfs.tree(self.proc.pid)[1:]
@@ -569,7 +576,9 @@ class ChildPool:
             if child is None and starting:
                 child, _ = starting.popleft()
         self._wake()
-        return child or Child(device, self.settings)
+        child = child or Child(device, self.settings)
+        child.needed_now()
+        return child
 
     def prewarm(self, device: str) -> None:
         """Start filling the pool for `device` in the background; returns at once."""

@@ -304,6 +304,7 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
     from services.errors import ProtocolError
     from services.protocol import channel
     from services.protocol.messages import (
+        NEEDED_NOW,
         START_NO_DEVICE_MEMORY,
         WARM_UP_BETWEEN,
         Job,
@@ -321,7 +322,8 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
             stage("waiting for a gap between measurements")
             want, most_s = between.rsplit(":", 1)
             began = time.monotonic()
-            waits.append((began, began + wait_between_measurements(want, float(most_s))))
+            needed = os.path.join(os.getcwd(), NEEDED_NOW)
+            waits.append((began, began + wait_between_measurements(want, float(most_s), needed)))
 
     if device == "cuda":
         # Outside the device's slot: a measurement waits for every request in flight, and a context's creation

@@ -36,6 +36,9 @@ Structure = dict[str, Any]  # services.protocol.tensors.describe's JSON descript
 Launches = dict[str, int]  # the candidate's own kernels launched by one forward call, by name
 COMPILE_CLOCK = ".kg_compile_clock"
 START_STAGE = ".kg_start_stage"  # what a starting child is doing: named when it is not ready in time
+# Made by the parent in a starting child's directory when an evaluation takes the child before it is ready: its
+# evaluation waits for it, so it no longer waits for a gap between measurements.
+NEEDED_NOW = ".kg_needed_now"
 # The exit status of a starting CUDA child whose context found no device memory (EX_TEMPFAIL): others' evaluations
 # filled the device. Trusted only before the child has been given its job, as no user code has run there yet.
 START_NO_DEVICE_MEMORY = 75

@@ -501,6 +501,18 @@ def test_a_childs_start_waits_for_a_gap_between_measurements_without_taking_a_lo
     m.join()
 
 
+def test_a_childs_wait_for_a_gap_ends_when_its_evaluation_needs_it(tmp_path):
+    """The evaluation that takes a starting child may itself hold `.want`: no gap would come before the cap."""
+    from services.device_lock import wait_between_measurements
+
+    slot = TimingSlot(tmp_path / "gpu.lock")
+    needed = tmp_path / "needed"
+    with slot():  # the child's own evaluation, measuring
+        threading.Timer(0.2, needed.touch).start()
+        waited = wait_between_measurements(str(slot.want), 5.0, str(needed))
+    assert 0.15 < waited < 1.0
+
+
 def test_a_childs_start_beside_measurements_is_its_span_less_the_gaps_it_waited_for():
     from services.sandbox import _working
 

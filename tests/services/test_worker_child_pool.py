@@ -82,6 +82,24 @@ def test_a_pool_that_runs_out_keeps_more_children_up_to_its_ceiling():
     off.close()
 
 
+def test_a_child_taken_before_it_is_ready_is_told_it_is_needed_now():
+    """So that a GPU child waiting for a gap between measurements starts at once (services.device_lock)."""
+    from services.protocol.messages import NEEDED_NOW
+
+    pool = ChildPool(EvalSettings(warm_children=1))
+    taken = []
+    try:
+        pool.prewarm("cpu")
+        wait_ready(pool, 1)
+        taken += [pool.acquire("cpu") for _ in range(2)]  # the spare, then one not yet ready
+        needed = [os.path.exists(os.path.join(c.tmpdir, NEEDED_NOW)) for c in taken]
+        assert needed == [False, True]
+    finally:
+        for child in taken:
+            child.close()
+        pool.close()
+
+
 def test_evaluations_take_ready_children_instead_of_waiting_for_a_start(relu):
     """Bursts of as many back-to-back evaluations as the spares cover, the pool refilling between bursts. How
     fast it refills is the host's (a child start is seconds of CPU: two per evaluation); on this CI box of two
