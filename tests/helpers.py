@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -203,3 +206,20 @@ def _inplace(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, {expr}, mask=mask)
 """
 IN_PLACE_BODY = "_inplace[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)\nreturn x"
+
+
+_PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_fresh_python(code: str) -> list[str]:
+    """What `code` (dedented) prints, split on whitespace, run in a fresh interpreter that imports the project:
+    for what a process keeps for life once done (a seccomp filter, capabilities given up)."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": _PROJECT},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()

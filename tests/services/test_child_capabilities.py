@@ -2,15 +2,11 @@
 fresh interpreter as root: every set empty, and where it may not empty the bounding set, the others still are."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+from helpers import run_fresh_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a root process holds capabilities to drop")
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 _DROP = """
     import ctypes
@@ -25,16 +21,7 @@ _DROP = """
 
 
 def _run(before: str = "") -> list[str]:
-    code = textwrap.dedent(_DROP).format(before=before)
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": _ROOT},
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
+    return run_fresh_python(_DROP.format(before=before))
 
 
 def test_a_root_child_empties_every_capability_set():

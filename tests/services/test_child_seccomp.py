@@ -5,25 +5,11 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 
 import pytest
+from helpers import run_fresh_python
 
 pytestmark = pytest.mark.skipif(os.uname().machine not in ("x86_64", "aarch64"), reason="no filter for this arch")
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _run(code: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": _ROOT},
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.split()
 
 
 def test_a_child_with_the_socket_filter_opens_no_ip_socket_and_reaches_no_listener():
@@ -31,7 +17,7 @@ def test_a_child_with_the_socket_filter_opens_no_ip_socket_and_reaches_no_listen
     server.bind(("127.0.0.1", 0))
     server.listen()
     try:
-        out = _run(f"""
+        out = run_fresh_python(f"""
             import ctypes, errno, socket
             from services.child.seccomp import refuse_sockets
             print(refuse_sockets().replace(" ", "_"))
@@ -59,7 +45,7 @@ def test_a_child_with_the_socket_filter_opens_no_ip_socket_and_reaches_no_listen
 def test_a_child_with_the_signal_filter_signals_and_traces_nothing_but_itself():
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        out = _run(f"""
+        out = run_fresh_python(f"""
             import ctypes, errno, os, signal
             from services.child.seccomp import confine_signals
             print(confine_signals())
