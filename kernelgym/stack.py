@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -36,6 +37,10 @@ def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 10.0
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(5)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 class LocalStack:
@@ -163,7 +168,17 @@ class LocalStack:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> LocalStack:
+        # Its processes run in sessions of their own, so a signal to this one's group does not reach them: a SIGTERM
+        # (`timeout`, `kill`) unwinds through __exit__ instead of leaving them running, holding ports and GPUs.
+        self._sigterm = None
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        try:
+            self.close()
+        finally:
+            if self._sigterm is not None:
+                signal.signal(signal.SIGTERM, self._sigterm)

@@ -1,0 +1,46 @@
+"""The local stack (kernelgym.stack) as a process that runs it sees it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+PROJECT = str(Path(__file__).resolve().parents[2])
+
+
+def test_a_stack_stopped_by_sigterm_leaves_no_process_or_directory_behind():
+    """`timeout` and `kill` send SIGTERM; the stack's processes run in sessions of their own, so unless the stack
+    unwinds, its Redis (and gateway and workers) would outlive it, holding their ports and GPUs."""
+    code = """
+        import time
+        from kernelgym.stack import LocalStack
+
+        with LocalStack() as stack:
+            stack.start_redis()
+            print(stack.redis_proc.pid, stack.dir, flush=True)
+            time.sleep(120)
+    """
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": PROJECT},
+    )
+    try:
+        pid, workdir = proc.stdout.readline().split()
+        assert Path(f"/proc/{pid}").exists()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
+    assert not Path(workdir).exists()
