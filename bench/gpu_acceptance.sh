@@ -7,7 +7,8 @@
 #   bench/gpu_acceptance.sh 1 "$OUT"   # service throughput, bundled problems: serial and pipelined at the
 #                                      # worker's default, 12 distinct candidates a problem each (108 a side: the
 #                                      # per-problem comparison of medians needs that many; ~290 s on an H200),
-#                                      # in one run; the serial mode's reference timings serve the pipelined mode
+#                                      # in one run; the serial mode's reference timings serve the pipelined mode;
+#                                      # THROUGHPUT_ARGS: more options (e.g. `--serial 0 --precompile 0,1 --abba`)
 #   bench/gpu_acceptance.sh 2 "$OUT"   # the 500-evaluation soak through the service, one worker per GPU of
 #                                      # GPUS (comma-separated indices, default 0)
 #   bench/gpu_acceptance.sh 3 "$OUT"   # the hack corpus and honest controls, both shards
@@ -125,8 +126,9 @@ failures() {  # failures LOG: a pytest log's failures, on stdout (a device run b
 
 case $part in
 1)
+    # shellcheck disable=SC2086 # THROUGHPUT_ARGS: more options, word-split (a later option wins)
     step throughput 570 "$py" bench/service_throughput.py --serial 12 --pipelined 12 --concurrency default \
-        --share-references --logs "$out/throughput-logs"
+        --share-references --logs "$out/throughput-logs" ${THROUGHPUT_ARGS:-}
     ;;
 2)
     step soak 575 "$py" bench/soak.py --evaluations 500 --device-class h100 --gpus "${GPUS:-0}" --max-minutes 8 --out "$out/soak.jsonl"

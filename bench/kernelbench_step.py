@@ -50,7 +50,7 @@ from pathlib import Path
 
 from provenance import commit
 from reference_sweep import COPY
-from service_throughput import KB_KERNELS, run_mode, summary
+from service_throughput import KB_KERNELS, abba_order, run_mode, summary
 
 from gym_client import KernelGymClient
 from services.problems import BUNDLED_KERNELS, BUNDLED_PROBLEMS, ProblemSet
@@ -238,7 +238,7 @@ def mode_plan(counts: list[int], settings: list[dict[str, str]], abba: bool) -> 
         (f"step-gpus-{gpus}" + (f"-settings-{n}" if len(settings) > 1 else ""), gpus, extra)
         for gpus, (n, extra) in itertools.product(counts, enumerate(settings))
     ]
-    return plan + [(f"{name}-again", gpus, extra) for name, gpus, extra in reversed(plan)] if abba else plan
+    return abba_order(plan) if abba else plan
 
 
 def mean_rates(rows: list[dict]) -> dict[str, float]:

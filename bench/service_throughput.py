@@ -633,6 +633,12 @@ def slow_placements(timings: dict[str, list[dict]]) -> dict:
     }
 
 
+def abba_order(modes: list[tuple]) -> list[tuple]:
+    """The modes (each a tuple whose first item is its name), then the same in reverse order, named `-again`: A B B A,
+    so that a machine's drift and the modes' order weigh on each alike."""
+    return modes + [(f"{mode[0]}-again", *mode[1:]) for mode in reversed(modes)]
+
+
 def summary(rows: list[dict]) -> dict:
     """Each mode against the first (serial, or with `--serial 0` the first pipelined mode): `vs_serial` and
     `speedup_vs_serial` are relative to it. `speedup_vs_serial_range` bounds each difference by the two medians'
@@ -690,6 +696,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--fork", default="default", help="pipelined modes: comma-separated KERNELGYM_FORK_CHILDREN values (0, 1)"
+    )
+    parser.add_argument(
+        "--abba",
+        action="store_true",
+        help="run the modes, then again in reverse order (A B B A): compare modes by their two runs' mean rate",
     )
     parser.add_argument("--gpu", type=int, default=0, help="the GPU's index (ignored with --device-class cpu)")
     parser.add_argument(
@@ -766,6 +777,8 @@ def main() -> None:
             + (f"-gpus-{gpus}" if len(gpu_counts) > 1 or gpus > 1 else "")
         )
         modes.append((name, args.pipelined, env, gpus))
+    if args.abba:
+        modes = abba_order(modes)
     rows = []
     references: dict[bytes, tuple[bytes, int]] = {}
     for name, per_problem, env, gpus in modes:
