@@ -32,8 +32,9 @@ between runs on one H100 and with the modes' order, more than the settings it co
 Prints each mode's progress on stderr, one JSON line per mode (evaluations per minute, overall and per GPU;
 verdicts, overall and by sample kind; each stage's share of the evaluations' time, from their `phases`; the
 per-problem check: its correct samples passed and no other did, with the samples whose verdict was not the
-expected one) and a summary line (each mode against one GPU, each GPU count's and settings' mean rate, and how far
-each problem's median speedup moved from the first mode's). `--json OUT` writes the modes' whole rows
+expected one) and a summary line (each mode against one GPU, each GPU count's and settings' mean rate, each mode's
+rate over the first n evaluations, n the fewest any mode counted, and how far each problem's median speedup moved
+from the first mode's). `--json OUT` writes the modes' whole rows
 (service_throughput's, whose `timings` give each speedup's sides as measured: their medians per placement of the
 inputs, or per process, and the GPU that timed them) after each mode, and the summary at the end.
 """
@@ -50,7 +51,7 @@ from pathlib import Path
 
 from provenance import commit
 from reference_sweep import COPY
-from service_throughput import KB_KERNELS, abba_order, run_mode, summary
+from service_throughput import KB_KERNELS, abba_order, first_n_rates, run_mode, summary
 
 from gym_client import KernelGymClient
 from services.problems import BUNDLED_KERNELS, BUNDLED_PROBLEMS, ProblemSet
@@ -281,7 +282,12 @@ def step_summary(rows: list[dict]) -> dict:
     against_first = {
         mode: {k: v[k] for k in ("worst_speedup_difference", "beyond_2pct")} for mode, v in summary(rows).items()
     }
-    return {"modes": modes, "mean_per_minute": mean_rates(rows), "speedups_vs_first_mode": against_first}
+    return {
+        "modes": modes,
+        "mean_per_minute": mean_rates(rows),
+        "first_n_per_minute": first_n_rates(rows),
+        "speedups_vs_first_mode": against_first,
+    }
 
 
 def parse_args() -> argparse.Namespace:

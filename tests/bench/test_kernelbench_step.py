@@ -48,10 +48,13 @@ def test_an_rl_step_through_the_service_gives_each_kind_of_sample_its_verdict(tm
         }
     )
     assert row["not_passed"] == []
+    assert len(row["finished_s"]) == 12 and 0 < row["finished_s"][0] <= row["finished_s"][-1] <= row["wall_s"] + 1
     assert row["problem_check"] == {"problems": 2, "right": 2, "wrong": {}}
     assert row["requests"]["candidate.call"]["s_mean_passed"] > 0  # what a passed evaluation spent, by request
     shares = row["stage_share"]
     assert shares["correctness"] > 0 and shares["timing"] > 0 and shares["other"] >= 0, shares
+    first_n = report["summary"]["first_n_per_minute"]
+    assert first_n == {"n": 12} | {r["mode"]: round(720 / r["finished_s"][-1], 2) for r in (row, other)}
     modes = report["summary"]["modes"]
     assert {mode: m["vs_one_gpu"] for mode, m in modes.items()} == {
         "step-gpus-1-settings-0": 1.0,

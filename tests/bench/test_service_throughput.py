@@ -178,3 +178,13 @@ def test_placement_neighbours_sets_slow_and_fast_placements_beside_the_children_
         "fast": {"end": 1, "end+start": 1, "neither": 2},
     }
     assert placement_neighbours([{"worker": "a"}]) == {"slow": {}, "fast": {}}
+
+
+def test_first_n_rates_time_every_mode_over_as_many_evaluations_as_the_one_that_counted_fewest(monkeypatch):
+    # A cut counts whole evaluations: modes that differ by less than the one straddling it count the same number,
+    # while the time each took for the same number still differs.
+    monkeypatch.syspath_prepend(str(BENCH.parent))
+    from service_throughput import first_n_rates
+
+    rows = [{"mode": "a", "finished_s": [1.0, 2.0, 3.0]}, {"mode": "b", "finished_s": [2.5, 4.0]}]
+    assert first_n_rates(rows) == {"n": 2, "a": 60.0, "b": 30.0}  # 2 in 2 s, 2 in 4 s
