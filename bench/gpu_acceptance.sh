@@ -75,6 +75,10 @@
 #                                      # (default 4), the reference timed afresh every time
 #   bench/gpu_acceptance.sh 25 "$OUT"  # a timed memory-bound call beside children started and ended, then beside
 #                                      # 4 GiB allocations given back, on its own GPU (bench/driver_contention.py)
+#   bench/gpu_acceptance.sh 26 "$OUT"  # two trees A and B in turn, A B B A, on one GPU: the bundled bench's
+#                                      # pipelined mode at the default concurrency, TURN_CANDIDATES (default 8)
+#                                      # distinct candidates a problem, every turn on a fresh stack; prints each
+#                                      # turn's rate (~110 s a turn on an H200)
 #
 # The parts are in the order the open issues need them (#13's throughput first); a session with less device
 # time than six 10-minute calls runs the first ones. On 2026-11-25 (H100) realworld_check got through 17 of
@@ -327,8 +331,19 @@ case $part in
         --neighbour-gpu 0 --neighbours 0,2 --neighbour-kind malloc --neighbour-mb 4096 --seconds 8
     grep -h '^{' "$out/timed_beside_children.log" "$out/timed_beside_malloc.log"
     ;;
+26)
+    out=$(readlink -f "$out")
+    for turn in A1:"${A:?A=<tree>}" B1:"${B:?B=<tree>}" B2:"$B" A2:"$A"; do
+        (
+            cd "${turn#*:}" && export PYTHONPATH="${BUNDLE_SITE:-/tmp/kernelgym-site}:$PWD" &&
+                step "throughput_${turn%%:*}" 145 "$py" bench/service_throughput.py --serial 0 \
+                    --pipelined "${TURN_CANDIDATES:-8}" --concurrency default
+        )
+        grep -h '"mode": "pipelined' "$out/throughput_${turn%%:*}.log" | cut -c1-220
+    done
+    ;;
 *)
-    echo "part must be 1 to 25" >&2
+    echo "part must be 1 to 26" >&2
     exit 2
     ;;
 esac
