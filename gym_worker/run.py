@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from gym_common.settings import ServiceSettings
+from services import procfs
 from services.settings import EvalSettings
 
 log = logging.getLogger("kernelgym.worker")
@@ -106,6 +107,9 @@ def run_worker(settings: ServiceSettings, evaluation: EvalSettings, gpu: int | N
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     if settings.device_class == "cpu" or settings.worker_device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")
+    # The broker's password in this process's environment and the jobs it receives: no child of the user reads
+    # them here, nor in the pool processes, which inherit this.
+    procfs.undumpable()
     from gym_common.jobs import Keys
     from gym_common.logs import configure_json_logging
 

@@ -1,9 +1,11 @@
 """Processes as /proc shows them, for finding what a child started: by parent links, which `setsid` never
-changes. Standard library only: the zygote (services.child.zygote) reads it before any user code runs."""
+changes; and what /proc shows of this process to others. Standard library only: the zygote
+(services.child.zygote) reads it before any user code runs."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 from collections.abc import Iterator
@@ -14,6 +16,18 @@ _KILL_PASSES = 16
 # descriptors close, so whoever reads EOF from one of them can already tell it died.
 _PF_EXITING = 0x4
 _ENDED = (b"Z", b"X")  # states of /proc/<pid>/stat: a zombie, dead
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
+
+
+def undumpable() -> None:
+    """Hide this process from the other processes of its user: none without CAP_SYS_PTRACE may then read its
+    memory, environment or mappings (/proc/<pid>/mem, environ, maps) or attach to it. The evaluator's process holds
+    what a candidate must not see (the nonce its inputs' seeds come from, the reference's outputs, other
+    submissions), the worker's the broker's password, one child another's tensors; a Landlock domain or a user
+    namespace of the child's own also keeps a child out, but a host may offer neither (Docker's default seccomp
+    profile refuses the namespace), and a child of the same user could then read them all."""
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
 def processes() -> Iterator[tuple[int, int, bytes]]:

@@ -546,6 +546,7 @@ class ChildPool:
     """
 
     def __init__(self, settings: EvalSettings, size: int | None = None):
+        procfs.undumpable()  # what the children's evaluations hold, the children of the same user must not read
         self.settings = settings
         self.size = settings.warm_children if size is None else size
         self._most = max(self.size, settings.warm_children_max) if self.size else 0

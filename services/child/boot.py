@@ -20,6 +20,7 @@ import resource
 import sys
 import time
 
+from services import procfs
 from services.child.seccomp import PR_SET_NO_NEW_PRIVS, confine_signals, refuse_sockets
 
 
@@ -182,15 +183,6 @@ def _limit_resources(mem_mb: int, file_mb: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def _undumpable() -> None:
-    """A reference child may serve several evaluations' jobs (services.parent.references): no other process of
-    this user, a candidate child among them, may read or write its memory (/proc/<pid>/mem, ptrace), which would let
-    one candidate change the reference that later candidates are judged by."""
-    PR_SET_DUMPABLE = 4
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
-
-
 def warm_triton_host() -> None:
     """Triton's once-per-process work that needs no GPU, done while the child waits (or once, in the zygote)
     rather than in the candidate's first call, which holds the device: the hash of Triton's own build that every
@@ -347,7 +339,10 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
             stage("loading the harness's device code")
             _warm_device_code()
     stage("ready")
-    # After the trusted warm-up, before anything of a request.
+    # After the trusted warm-up, before anything of a request. Undumpable: no other process of the user reads or
+    # writes this one's memory; a kept reference child serves later candidates, which one that changed it would
+    # be judged by.
+    procfs.undumpable()
     files = _confine_writes(os.getcwd())
     network = f"{network}; sockets: {refuse_sockets()}"
     capabilities = _drop_capabilities()
@@ -374,8 +369,6 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
 
         serve(job, in_fd, out_fd)
         return
-    if job.role == "reference":
-        _undumpable()
     first = job
     while True:
         job = Runtime(job, in_fd, out_fd).serve()

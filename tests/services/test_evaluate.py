@@ -6,6 +6,7 @@ Runs on CPU (Triton interpreter) everywhere; `test_gpu.py` repeats the essential
 from __future__ import annotations
 
 import ast
+import ctypes
 import itertools
 import os
 import socket
@@ -522,6 +523,19 @@ return triton_relu(x) + (0.0 if not any(caps.values()) else 1.0)
     result = undefended.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert "capabilities: dropped" in result.environment.containment
     assert result.verdict is Verdict.PASSED, result.feedback
+
+
+def test_neither_a_child_nor_the_process_that_runs_it_lets_others_of_its_user_read_its_memory(undefended, relu):
+    # Undumpable (services.procfs.undumpable): where no Landlock domain or user namespace stands between them, a
+    # candidate would otherwise read its evaluator's nonce and the reference's outputs in /proc/<pid>/mem.
+    body = """
+import ctypes
+dumpable = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
+return triton_relu(x) + (0.0 if dumpable == 0 else 1.0)
+"""
+    result = undefended.evaluate(relu, relu_candidate(body), NO_TIMING).result
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0  # this process, whose pool started the children
 
 
 def test_reference_given_as_source_and_problem_name(evaluator, relu):
