@@ -336,7 +336,7 @@ case $part in
     for turn in A1:"${A:?A=<tree>}" B1:"${B:?B=<tree>}" B2:"$B" A2:"$A"; do
         (
             cd "${turn#*:}" && export PYTHONPATH="${BUNDLE_SITE:-/tmp/kernelgym-site}:$PWD" &&
-                step "throughput_${turn%%:*}" 145 "$py" bench/service_throughput.py --serial 0 \
+                step "throughput_${turn%%:*}" 150 "$py" bench/service_throughput.py --serial 0 \
                     --pipelined "${TURN_CANDIDATES:-8}" --concurrency default
         )
         grep -h '"mode": "pipelined' "$out/throughput_${turn%%:*}.log" | cut -c1-220
