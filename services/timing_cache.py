@@ -5,10 +5,11 @@ process's median; see `services.parent.timing`). The evaluator never trusts it b
 times the reference on a few fresh calls, interleaved with the candidate's, and uses the stored statistics unless
 the fresh median is, with 95% confidence, outside the range of the stored per-process medians (widened by
 `EvalSettings.reference_cache_tolerance`); otherwise it times the reference again, in several processes, and
-stores the new figures once the evaluation passed. Entries are keyed by everything that changes a reference's
-time: its source (shapes and dtypes come from its `get_inputs`), the GPU, the driver and library versions and
-the timing protocol. Where the entries live (Redis for the service) is the caller's choice: anything with
-the `TimingStore` methods.
+stores the new figures once the evaluation passed, unless the processes other than its own agree with the stored
+figure after all (that process's offset was no drift: the stored figure stands). Entries are keyed by everything
+that changes a reference's time: its source (shapes and dtypes come from its `get_inputs`), the GPU, the driver
+and library versions and the timing protocol. Where the entries live (Redis for the service) is the caller's
+choice: anything with the `TimingStore` methods.
 
 Candidates of one problem arrive together (in RL, 16 or more per prompt), and timing a reference in several
 processes is the most expensive thing an evaluation does. So a reference not yet stored is timed by one

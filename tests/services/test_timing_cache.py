@@ -18,7 +18,8 @@ from helpers import bundled_source, relu_candidate, unique
 from services import timing_cache
 from services.errors import EvaluationCancelled
 from services.evaluator import Evaluator, environment
-from services.parent.timing import _revalidate
+from services.parent import timing
+from services.parent.timing import _revalidate, unconfirmed_drifts
 from services.problems import Problem
 from services.schema import CheckName, Environment, EvalOptions, RuntimeStats, Verdict
 from services.settings import EvalSettings
@@ -296,3 +297,33 @@ def test_revalidation_stops_once_the_fresh_calls_interval_lies_inside_the_stored
     accepted = _revalidate(timer, {"reference": STORED})
     assert len(timer.samples["reference"]) == len(timer.samples["candidate"]) == calls
     assert accepted == ({"reference": STORED} if reused else {})
+
+
+@pytest.mark.parametrize(
+    "others_ms, stands",
+    [
+        ([6.0, 6.2, 6.1, 6.0], True),  # mean 6.075 in 5.723-6.283: the own process's offset was no drift
+        ([6.3, 6.3, 6.2, 6.4], False),  # mean 6.3: a drift, confirmed; the new figure replaces the stored one
+        ([], False),  # no other process to tell: the new figure
+    ],
+)
+def test_a_drift_found_in_the_evaluations_own_process_stands_only_where_the_other_processes_confirm_it(
+    others_ms, stands
+):
+    kept = unconfirmed_drifts({"reference": STORED}, {"reference": others_ms}, tolerance=0.03)
+    assert kept == ({"reference": STORED} if stands else {})
+    assert unconfirmed_drifts({}, {"reference": [6.0]}, tolerance=0.03) == {}  # nothing stored: a new reference
+
+
+def test_a_stored_timing_the_other_processes_agree_with_stands_when_the_own_process_disagreed(relu, monkeypatch):
+    settings = EvalSettings(correctness_trials=1, warm_children=1, cpu_reference_processes=2, reference_min_processes=2)
+    store = MemoryTimingStore()
+    with Evaluator(settings.model_copy(update={"reference_cache_tolerance": 1000})) as ev:
+        first = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
+        stored = dict(store)
+        monkeypatch.setattr(timing, "_revalidate", lambda timer, cached: {})  # the own process finds a drift
+        second = ev.evaluate(relu, unique(bundled_source("level1/1_ReLU")), CPU, store).result
+    assert first.verdict is second.verdict is Verdict.PASSED
+    assert "timing_reference_processes" in second.phases  # timed again in another process, which agreed
+    assert second.timings_from_cache == ["reference"] and second.reference_runtime == first.reference_runtime
+    assert store == stored
