@@ -258,22 +258,25 @@ class _Timer:
         visited every placement of its inputs (each its share of `min_calls`), or at a cap. A side in `budgeted` is
         a new reference whose figure a timing store keeps, timed in `processes` processes (whose medians' mean is
         its figure) or over this process's placements: once it has made `min_calls`, visited every placement and
-        spent this process's share of its budget (`reference_share_s`), it holds the others back no longer and
-        takes no more calls."""
+        would pass this process's share of its budget (`reference_share_s`) with one more block as long as its last,
+        it holds the others back no longer and takes no more calls."""
         s = self.link.settings
         share = math.ceil(min_calls / self.placements)
         t = time.monotonic()
         rotation = list(sides)
+        last_block_s = dict.fromkeys(sides, 0.0)
         while True:
             for side in rotation:
                 if self._moves_on(side, share):
                     self.moving.add(side)
+                before = self.spent_s[side]
                 for _ in range(block):
                     self(side, keep=True)
+                last_block_s[side] = self.spent_s[side] - before
             spent = {
                 side
                 for side in budgeted
-                if self.spent_s[side] >= reference_share_s(s, self.samples[side], processes)
+                if self.spent_s[side] + last_block_s[side] > reference_share_s(s, self.samples[side], processes)
                 and len(self.samples[side]) >= min_calls
                 and self._visited(side, share)
             }
