@@ -340,8 +340,8 @@ def start(in_fd: int, out_fd: int, device: str, mem_mb: int, file_mb: int) -> No
             _warm_device_code()
     stage("ready")
     # After the trusted warm-up, before anything of a request. Undumpable: no other process of the user reads or
-    # writes this one's memory; a kept reference child serves later candidates, which one that changed it would
-    # be judged by.
+    # writes this one's memory (a kept reference child serves later candidates: one candidate that changed it would
+    # change how the next are judged).
     procfs.undumpable()
     files = _confine_writes(os.getcwd())
     network = f"{network}; sockets: {refuse_sockets()}"

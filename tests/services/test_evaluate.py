@@ -17,6 +17,7 @@ import triton
 from helpers import IN_PLACE_BODY, IN_PLACE_KERNEL, IN_PLACE_REFERENCE, bundled_source, relu_candidate, unique
 
 from services.problems import Problem
+from services.procfs import PR_GET_DUMPABLE
 from services.schema import EvalOptions, Verdict
 
 CPU = EvalOptions(device="cpu")
@@ -535,7 +536,7 @@ return triton_relu(x) + (0.0 if dumpable == 0 else 1.0)
 """
     result = undefended.evaluate(relu, relu_candidate(body), NO_TIMING).result
     assert result.verdict is Verdict.PASSED, result.feedback
-    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0  # this process, whose pool started the children
+    assert ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0  # this process, whose pool started the children
 
 
 def test_reference_given_as_source_and_problem_name(evaluator, relu):
