@@ -156,8 +156,16 @@ class LocalStack:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{workers} worker(s) did not come up; see the logs in {self.dir}")
             if all(w.poll() is not None for w in self.workers):
-                raise RuntimeError(f"every worker exited; see the logs in {self.dir}")
+                # The directory goes with the stack (`close`): what the workers said goes with the error.
+                said = "\n".join(f"worker{n}.log:\n{self._tail(f'worker{n}.log')}" for n in range(len(self.workers)))
+                raise RuntimeError(f"every worker exited; the ends of their logs in {self.dir}:\n{said}")
             time.sleep(0.2)
+
+    def _tail(self, log_name: str, lines: int = 10) -> str:
+        try:
+            return "\n".join((self.dir / log_name).read_text(errors="replace").splitlines()[-lines:])
+        except OSError as exc:
+            return f"(unreadable: {exc})"
 
     def close(self) -> None:
         for proc in [*self.workers, self.gateway_proc]:

@@ -10,6 +10,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
+from kernelgym.stack import LocalStack
+
 PROJECT = str(Path(__file__).resolve().parents[2])
 
 
@@ -44,3 +48,12 @@ def test_a_stack_stopped_by_sigterm_leaves_no_process_or_directory_behind():
         time.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists()
     assert not Path(workdir).exists()
+
+
+def test_a_stack_whose_workers_all_exit_says_what_they_said():
+    # The stack's directory goes with it, so the error itself carries the end of each worker's log.
+    with LocalStack(env={"KERNELGYM_WORKER_CONCURRENCY": "many"}) as stack:
+        stack.start_redis()
+        stack.start_worker()
+        with pytest.raises(RuntimeError, match=r"(?s)every worker exited.*KERNELGYM_WORKER_CONCURRENCY: Input should"):
+            stack.wait_ready(timeout=60)
