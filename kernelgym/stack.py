@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
@@ -104,7 +105,7 @@ class LocalStack:
                 return
             except redis.ConnectionError:
                 if self.redis_proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"redis-server did not start; see {self.dir / 'redis.log'}") from None
+                    raise RuntimeError(f"redis-server did not start:\n{self._tail('redis.log')}") from None
                 time.sleep(0.05)
 
     def stop_redis(self, sig: int = signal.SIGTERM) -> None:
@@ -135,7 +136,7 @@ class LocalStack:
                 f.seek(start)
                 taken = b"address already in use" in f.read()
             if not (taken and attempt < attempts):
-                raise RuntimeError(f"the gateway did not start; see {log}")
+                raise RuntimeError(f"the gateway did not start:\n{self._tail('gateway.log')}")
             self.gateway_port = free_port()
 
     def start_worker(self, gpu: int | None = None, **env: str) -> subprocess.Popen:
@@ -154,18 +155,22 @@ class LocalStack:
         deadline = time.monotonic() + timeout
         while len(list(client.scan_iter(match="*:worker:*"))) < workers:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{workers} worker(s) did not come up; see the logs in {self.dir}")
+                said = self._tails(f"worker{n}.log" for n in range(len(self.workers)))
+                raise RuntimeError(f"{workers} worker(s) did not come up; the ends of their logs:\n{said}")
             if all(w.poll() is not None for w in self.workers):
-                # The directory goes with the stack (`close`): what the workers said goes with the error.
-                said = "\n".join(f"worker{n}.log:\n{self._tail(f'worker{n}.log')}" for n in range(len(self.workers)))
-                raise RuntimeError(f"every worker exited; the ends of their logs in {self.dir}:\n{said}")
+                said = self._tails(f"worker{n}.log" for n in range(len(self.workers)))
+                raise RuntimeError(f"every worker exited; the ends of their logs:\n{said}")
             time.sleep(0.2)
 
     def _tail(self, log_name: str, lines: int = 10) -> str:
+        """The end of a log, for an error: the stack's directory, and its logs, go with the stack (`close`)."""
         try:
             return "\n".join((self.dir / log_name).read_text(errors="replace").splitlines()[-lines:])
         except OSError as exc:
             return f"(unreadable: {exc})"
+
+    def _tails(self, log_names: Iterable[str]) -> str:
+        return "\n".join(f"{name}:\n{self._tail(name)}" for name in log_names)
 
     def close(self) -> None:
         for proc in [*self.workers, self.gateway_proc]:

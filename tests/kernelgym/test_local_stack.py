@@ -55,5 +55,6 @@ def test_a_stack_whose_workers_all_exit_says_what_they_said():
     with LocalStack(env={"KERNELGYM_WORKER_CONCURRENCY": "many"}) as stack:
         stack.start_redis()
         stack.start_worker()
-        with pytest.raises(RuntimeError, match=r"(?s)every worker exited.*KERNELGYM_WORKER_CONCURRENCY: Input should"):
+        said = r"(?s)every worker exited.*worker0.log:.*KERNELGYM_WORKER_CONCURRENCY: Input should"
+        with pytest.raises(RuntimeError, match=said):
             stack.wait_ready(timeout=60)
