@@ -400,7 +400,7 @@ def time_further_processes(
     accepted = {side: timed.runtimes[side] for side in timed.from_cache}
     medians = {side: [statistics.median(t.samples[side]) for t in others if t.samples[side]] for side in further.sides}
     accepted |= unconfirmed_drifts(plan.stored, medians, link.settings.reference_cache_tolerance)
-    return _outcome(link, plan, [further.first, *others], accepted, parts, None)
+    return _outcome(link, plan, [further.first, *others], accepted, parts, None, measured=further.sides)
 
 
 def unconfirmed_drifts(
@@ -427,12 +427,16 @@ def _outcome(
     accepted: dict[str, RuntimeStats],
     parts_s: dict[str, float],
     further: FurtherProcesses | None,
+    measured: list[str] | None = None,
 ) -> TimingOutcome:
-    """Each side's statistics over `timers` (or stored and `accepted`), with the feedback's words for them."""
+    """Each side's statistics over `timers` (or stored and `accepted`), with the feedback's words for them.
+    `measured`: the reference sides timed in full, whose calls count in `reference_calls` (default: those not
+    accepted; a stored timing that stands after all was timed in full too)."""
     s, cpu = link.settings, link.device == "cpu"
     target = None if cpu else s.target_ci_rel
     runtimes = {side: accepted.get(side) or _pooled(side, timers, s, target) for side in plan.sides}
-    measured = [side for side in plan.sides if side != "candidate" and side not in accepted]
+    if measured is None:
+        measured = [side for side in plan.sides if side != "candidate" and side not in accepted]
     if measured:  # the device time the reference's own calls took, in every process
         parts_s = parts_s | {"reference_calls": sum(t.spent_s.get(side, 0.0) for t in timers for side in measured)}
     windows = [
