@@ -41,6 +41,7 @@ then reuses them, as a service does):
     children a pool process keeps for its problems' next candidates), each `--profile-calls` (the profiler
     sessions of the coverage check), `--pipelined` per problem, with a worker on
     each of `--gpus` GPUs (each count a mode: 2 is GPUs `--gpu` and `--gpu`+1; the workers share one queue).
+With `--abba` the modes then run again in reverse order, each named `-again`.
 Every mode first runs a pass that is not counted, as many evaluations per problem as the mode has pool processes:
 it times and stores each problem's reference, and leaves the pool processes as a long run has them (each has built
 Triton's launchers for the problems' kernels; a mode whose processes started cold paid that in its batch, and on two
@@ -55,8 +56,9 @@ Prints each mode's progress on stderr (a run stopped at a time limit shows where
 results the verdicts so far by problem), one JSON line per mode (evaluations per minute, verdicts, verdicts by
 problem, phase medians, each stage's share of the evaluations' time, the share of the wall time the timing slot
 was held and the median wait for it, the host's CPU use during the batch, the requests to the children by kind,
-per-problem speedups) and a summary: the ratio to serial and, per problem, how far the pipelined median speedup
-is from the serial one.
+per-problem speedups, when each evaluation finished) and a summary: the ratio to serial and, per problem, how far
+the pipelined median speedup is from the serial one, and each mode's rate over as many evaluations as the one that
+counted fewest finished (`first_n_per_minute`).
 """
 
 from __future__ import annotations
