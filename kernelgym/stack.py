@@ -26,18 +26,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
-    """Signal a process group started with start_new_session=True, then kill what is left."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
+def stop(*procs: subprocess.Popen | None, sig: int = signal.SIGTERM, grace: float = 10.0) -> None:
+    """Signal process groups started with start_new_session=True, all at once, then kill what is left after one
+    `grace` for them all: one after another, a stack's workers (each finishing its evaluations first) could take
+    longer than whoever stops the stack waits before killing it (`bench/gpu_acceptance.sh`: 15 s), which would
+    leave the rest running."""
+    live = [proc for proc in procs if proc is not None and proc.poll() is None]
+    for proc in live:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(5)
+            os.killpg(proc.pid, sig)
+    deadline = time.monotonic() + grace
+    for proc in live:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -109,8 +114,7 @@ class LocalStack:
                 time.sleep(0.05)
 
     def stop_redis(self, sig: int = signal.SIGTERM) -> None:
-        if self.redis_proc is not None:
-            _stop(self.redis_proc, sig)
+        stop(self.redis_proc, sig=sig)
 
     # -- gateway and workers -------------------------------------------------------------------------
     def start_gateway(self, timeout: float = 60.0, attempts: int = 3, **env: str) -> None:
@@ -173,9 +177,7 @@ class LocalStack:
         return "\n".join(f"{name}:\n{self._tail(name)}" for name in log_names)
 
     def close(self) -> None:
-        for proc in [*self.workers, self.gateway_proc]:
-            if proc is not None:
-                _stop(proc)
+        stop(*self.workers, self.gateway_proc)  # Redis last: a worker stores the results it finishes
         self.stop_redis()
         if self.own_dir:
             shutil.rmtree(self.dir, ignore_errors=True)

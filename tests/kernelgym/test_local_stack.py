@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelgym.stack import LocalStack
+from kernelgym.stack import LocalStack, stop
 
 PROJECT = str(Path(__file__).resolve().parents[2])
 
@@ -58,3 +58,19 @@ def test_a_stack_whose_workers_all_exit_says_what_they_said():
         said = r"(?s)every worker exited.*worker0.log:.*KERNELGYM_WORKER_CONCURRENCY: Input should"
         with pytest.raises(RuntimeError, match=said):
             stack.wait_ready(timeout=60)
+
+
+def test_processes_are_stopped_together_within_one_grace():
+    # One after another, two processes that ignore SIGTERM would take two graces; whoever stops a stack may kill it
+    # before that, leaving the rest running.
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(flush=True); time.sleep(60)"
+    ignoring = [sys.executable, "-c", code]
+    procs = [subprocess.Popen(ignoring, start_new_session=True, stdout=subprocess.PIPE) for _ in range(2)]
+    for proc in procs:
+        proc.stdout.readline()  # its handler is set
+    began = time.monotonic()
+    stop(*procs, None, grace=1.0)
+    assert time.monotonic() - began < 1.8
+    assert [proc.returncode for proc in procs] == [-signal.SIGKILL] * 2
+    for proc in procs:
+        proc.stdout.close()
