@@ -13,7 +13,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
@@ -159,11 +158,9 @@ class LocalStack:
         deadline = time.monotonic() + timeout
         while len(list(client.scan_iter(match="*:worker:*"))) < workers:
             if time.monotonic() > deadline:
-                said = self._tails(f"worker{n}.log" for n in range(len(self.workers)))
-                raise RuntimeError(f"{workers} worker(s) did not come up; the ends of their logs:\n{said}")
+                raise RuntimeError(f"{workers} worker(s) did not come up; the ends of their logs:\n{self._said()}")
             if all(w.poll() is not None for w in self.workers):
-                said = self._tails(f"worker{n}.log" for n in range(len(self.workers)))
-                raise RuntimeError(f"every worker exited; the ends of their logs:\n{said}")
+                raise RuntimeError(f"every worker exited; the ends of their logs:\n{self._said()}")
             time.sleep(0.2)
 
     def _tail(self, log_name: str, lines: int = 10) -> str:
@@ -173,8 +170,9 @@ class LocalStack:
         except OSError as exc:
             return f"(unreadable: {exc})"
 
-    def _tails(self, log_names: Iterable[str]) -> str:
-        return "\n".join(f"{name}:\n{self._tail(name)}" for name in log_names)
+    def _said(self) -> str:
+        """The end of every worker's log."""
+        return "\n".join(f"worker{n}.log:\n{self._tail(f'worker{n}.log')}" for n in range(len(self.workers)))
 
     def close(self) -> None:
         stop(*self.workers, self.gateway_proc)  # Redis last: a worker stores the results it finishes

@@ -414,9 +414,10 @@ def unconfirmed_drifts(
     up to 4%). Such a timing stands, and nothing replaces it in the store."""
     kept = {}
     for side, found in medians.items():
-        low, high = _agreeing(stored[side], tolerance) if side in stored else (math.inf, -math.inf)
-        if found and low <= statistics.fmean(found) <= high:
-            kept[side] = stored[side]
+        if side in stored and found:
+            low, high = _agreeing(stored[side], tolerance)
+            if low <= statistics.fmean(found) <= high:
+                kept[side] = stored[side]
     return kept
 
 
