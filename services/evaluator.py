@@ -264,11 +264,13 @@ class Evaluator:
         finally:
             stored.release()
             io = sum(checked.io_bytes)
-            # Not after a failure of the machine's, the reference's, or a cancellation (`ended` unset), and only
-            # up to `reference_keep_max_mb` of tensors: an idle child keeps what its caching allocator holds, all
+            # Not after a failure of the machine's, the reference's, or a cancellation (`ended` unset), nor one
+            # whose timing showed an offset of its own (`TimingOutcome.own_offset`), and only up to
+            # `reference_keep_max_mb` of tensors: an idle child keeps what its caching allocator holds, all
             # of it where its tensors were small, its model and context alone where they were not (trimmed).
             small = io <= SMALL_TENSOR_BYTES
-            if ended and io <= s.reference_keep_max_mb << 20 and (child := link.keep_reference(trim=not small)):
+            keep = ended and not timed.own_offset and io <= s.reference_keep_max_mb << 20
+            if keep and (child := link.keep_reference(trim=not small)):
                 self.references.keep(self.references.key(link.device, problem), child)
             # A dying CUDA child holds its memory for ~0.1 s, which the next start waited through (`start_drain`,
             # 0.10-0.15 s on an H200): only where its tensors were large, or no run alone would catch a shortage.

@@ -98,6 +98,9 @@ class TimingOutcome:
     parts_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
     further: FurtherProcesses | None = None
+    # The evaluation's own reference process found a stored timing drifted and the further processes did not
+    # confirm it: an offset of that process's own, which would fail every later revalidation, so it is not kept.
+    own_offset: bool = False
     # Sides timed over placements: (side, first call's start, last call's end, median ms) per placement.
     placement_windows: list[tuple[str, float, float, float]] = field(default_factory=list)
 
@@ -399,8 +402,9 @@ def time_further_processes(
     }
     accepted = {side: timed.runtimes[side] for side in timed.from_cache}
     medians = {side: [statistics.median(t.samples[side]) for t in others if t.samples[side]] for side in further.sides}
-    accepted |= unconfirmed_drifts(plan.stored, medians, link.settings.reference_cache_tolerance)
-    return _outcome(link, plan, [further.first, *others], accepted, parts, None, measured=further.sides)
+    kept = unconfirmed_drifts(plan.stored, medians, link.settings.reference_cache_tolerance)
+    outcome = _outcome(link, plan, [further.first, *others], accepted | kept, parts, None, measured=further.sides)
+    return replace(outcome, own_offset=bool(kept))
 
 
 def unconfirmed_drifts(
