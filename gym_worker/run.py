@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from gym_common.settings import ServiceSettings
 from services import procfs
@@ -23,6 +24,8 @@ log = logging.getLogger("kernelgym.worker")
 # minute and 6 or 8 fewer (docs/benchmarks.md); the GPU, not the host, now bounds the default (2 in flight,
 # gym_common/settings.py), and this bound matters on hosts of fewer cores.
 CORES_PER_EVALUATION = 4
+# URL schemes of a Redis reached over a Unix socket (redis-py's, and Kombu's for Celery).
+UNIX_SOCKET_SCHEMES = ("unix", "redis+socket", "socket")
 
 
 def gpu_memory_mb(gpu: int | None) -> int | None:
@@ -72,6 +75,19 @@ def concurrency(settings: ServiceSettings, device: str, gpu: int | None) -> int:
     return n
 
 
+def refuse_unix_socket_broker(redis_url: str) -> None:
+    """A worker's Redis must be one its evaluations' children cannot open. A child may open Unix sockets (its
+    socket filter, services.child.seccomp, keeps it off the network only), and where no user namespace or
+    Landlock domain keeps it out, its native code can read the password from the environment of PID 1
+    (docs/security.md): with both, it could rewrite any evaluation's result."""
+    scheme = urlsplit(redis_url).scheme.lower()
+    if scheme in UNIX_SOCKET_SCHEMES:
+        raise SystemExit(
+            f"KERNELGYM_REDIS_URL reaches Redis over a Unix socket ({scheme}://), which an evaluation's child may "
+            "open too: give workers Redis over TCP (a child may open no socket but a Unix or netlink one)"
+        )
+
+
 def claim_device(lock_dir: str, device_id: str, wait_s: float = 30.0) -> int:
     """One worker per GPU: hold `<device_id>.worker` in the shared lock directory for this worker's life (the
     returned descriptor, left open). A worker sizes its evaluations in flight, and their warm
@@ -101,6 +117,7 @@ def claim_device(lock_dir: str, device_id: str, wait_s: float = 30.0) -> int:
 def run_worker(settings: ServiceSettings, evaluation: EvalSettings, gpu: int | None, name: str | None) -> None:
     """Serve one device with the settings `kernelgym worker` loaded (the device class of its option already in
     them); the pool processes, forked from this one, build their state from the same objects."""
+    refuse_unix_socket_broker(settings.redis_url)
     # The environment of this process and of what it starts, set before anything imports torch or Triton: the
     # GPU they see, and the Triton interpreter where evaluations run on the CPU.
     if gpu is not None:
