@@ -98,11 +98,11 @@ class TimingOutcome:
     parts_s: dict[str, float] = field(default_factory=dict)
     text: str = ""
     further: FurtherProcesses | None = None
+    # Sides timed over placements: (side, first call's start, last call's end, median ms) per placement.
+    placement_windows: list[tuple[str, float, float, float]] = field(default_factory=list)
     # The evaluation's own reference process found a stored timing drifted and the further processes did not
     # confirm it: an offset of that process's own, which would fail every later revalidation, so it is not kept.
     own_offset: bool = False
-    # Sides timed over placements: (side, first call's start, last call's end, median ms) per placement.
-    placement_windows: list[tuple[str, float, float, float]] = field(default_factory=list)
 
 
 class _Timer:
@@ -456,7 +456,7 @@ def _outcome(
     else:
         cand, ref = runtimes["candidate"], runtimes["reference"]
         text = feedback.timing(cand, ref, ref.median_ms / cand.median_ms)
-    return TimingOutcome(runtimes, sorted(accepted), parts_s, text, further, windows)
+    return TimingOutcome(runtimes, sorted(accepted), parts_s, text, further, placement_windows=windows)
 
 
 def reference_share_s(s: EvalSettings, samples: list[float], processes: int) -> float:
