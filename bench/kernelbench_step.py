@@ -276,6 +276,8 @@ def step_summary(rows: list[dict]) -> dict:
             "device": {k: v for k, v in r["timing_slot"]["device_engagement"].items() if k != "request_s"},
             # Slow and fast placements by the GPU children that started or ended beside them.
             "placement_neighbours": r["timing_slot"]["placement_neighbours"],
+            # The host's GPU children ended, a second and per evaluation (`gpu_children`).
+            "gpu_children": r["timing_slot"]["gpu_children"],
         }
         for r in rows
     }

@@ -283,6 +283,25 @@ def placement_neighbours(slot: list[dict]) -> dict:
     return {kind: dict(sorted(c.items())) for kind, c in counts.items()}
 
 
+def gpu_children(slot: list[dict]) -> dict:
+    """The GPU children the workers saw gone (one `end` event each, from its close until it was gone), for the
+    host: how many, how many a second over the span the children's events cover and per evaluation, and the median
+    seconds from close to gone. The host's NVIDIA driver creates and tears down every GPU's contexts in turn
+    (bench/context_churn.py measures how many children a second a host can start and end). `start` events are
+    not counted: each is one stretch of a child's start between its waits for measurements, several a child."""
+    events = [(kind, a, b) for e in slot for kind, a, b in e.get("child_events", [])]
+    ends = [b - a for kind, a, b in events if kind == "end"]
+    span = max((b for _, _, b in events), default=0.0) - min((a for _, a, _ in events), default=0.0)
+    if not ends or span <= 0:
+        return {}
+    return {
+        "ended": len(ends),
+        "ended_per_s": round(len(ends) / span, 2),
+        "per_evaluation": round(len(ends) / len(slot), 2),
+        "end_median_s": round(statistics.median(ends), 3),
+    }
+
+
 def union_s(spans: list[tuple[float, float]]) -> float:
     """The length of the union of intervals."""
     total, end = 0.0, -math.inf
@@ -592,6 +611,7 @@ def run_mode(
             "longest_gpu_requests": gpu_requests(slot),
             "device_engagement": device_engagement(slot),
             "placement_neighbours": placement_neighbours(slot),
+            "gpu_children": gpu_children(slot),
         },
         "requests": requests_by_kind(slot),
         "worker_s": worker_seconds(slot),

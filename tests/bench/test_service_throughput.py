@@ -180,6 +180,24 @@ def test_placement_neighbours_sets_slow_and_fast_placements_beside_the_children_
     assert placement_neighbours([{"worker": "a"}]) == {"slow": {}, "fast": {}}
 
 
+def test_gpu_children_counts_the_children_gone_a_second_and_per_evaluation_but_not_the_stretches_of_starts(
+    monkeypatch,
+):
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
+    from service_throughput import gpu_children
+
+    slot = [
+        # One child's start in two stretches (around a measurement), then two children gone, on two workers.
+        {"worker": "a", "child_events": [["start", 0.0, 1.0], ["start", 2.0, 3.0], ["end", 3.0, 3.4]]},
+        {"worker": "b", "child_events": [["end", 5.0, 5.2]]},
+        {"worker": "a"},
+        {"worker": "b"},
+    ]
+    # Events over 0-5.2 s: 2 ends, 2 / 5.2 a second, 2 over 4 evaluations; ends took 0.4 and 0.2 s.
+    assert gpu_children(slot) == {"ended": 2, "ended_per_s": 0.38, "per_evaluation": 0.5, "end_median_s": 0.3}
+    assert gpu_children([{"worker": "a", "child_events": [["start", 0.0, 1.0]]}]) == {}
+
+
 def test_first_n_rates_time_every_mode_over_as_many_evaluations_as_the_one_that_counted_fewest(monkeypatch):
     # A cut counts whole evaluations: modes that differ by less than the one straddling it count the same number,
     # while the time each took for the same number still differs.
