@@ -14,7 +14,7 @@ import hmac
 import secrets
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -346,23 +346,31 @@ class Link:
         deadline: float,
         what: str,
         payloads: list[bytes] | None = None,
+        posted_at: float | None = None,
     ) -> tuple[R, list[bytes]]:
         """One command to a child; every way it can go wrong becomes a verdict (candidate) or
         ReferenceFailed (reference): whatever either prints, it is never the machine's fault. A candidate's
         forward calls run under a CallDeadline (the stage's `deadline` caps it). Outside a measurement the
         request holds the slot shared: it waits while another evaluation measures on the device, and that wait,
-        not the evaluation's own time, moves every deadline of the evaluation back."""
+        not the evaluation's own time, moves every deadline of the evaluation back. With `posted_at` the command
+        went out then (`post`), and only its reply is taken."""
         is_ref = child is not self.cand
         self.stop_if_cancelled()
         limited = not is_ref and isinstance(command, Call | Time)
+        if limited and posted_at is not None:
+            raise ValueError("a candidate's call is sent under its own deadline, never posted ahead")
         wait: float | CallDeadline = deadline
         try:
             with self.gpu_turn(what):
                 # Waiting for other evaluations' measurements is not this evaluation's time.
                 deadline += self.gpu_waited_s
                 wait = CallDeadline(self, self.call_limit(), deadline) if limited else deadline
-                sent = time.monotonic()
-                header, data = child.request(command_header(command), wait, payloads)
+                if posted_at is None:
+                    sent = time.monotonic()
+                    header, data = child.request(command_header(command), wait, payloads)
+                else:
+                    sent = posted_at
+                    header, data = child.reply(wait)
                 self.tally(f"{'reference' if is_ref else 'candidate'}.{command.cmd}", time.monotonic() - sent)
             reply = decode_reply(expect, header)
         except ChildTimedOut as timed_out:
@@ -401,6 +409,15 @@ class Link:
             if isinstance(wait, CallDeadline):
                 self.compile_granted_s += wait.compile_s
         return self._judged(child, command, reply, what, sent), data
+
+    def post(self, child: Child, command: Command) -> float:
+        """Send a command whose reply `ask` takes later (its `posted_at`, the time returned), so that the child
+        works while this process asks another. A child already gone says so when its reply is asked for."""
+        self.stop_if_cancelled()
+        sent = time.monotonic()
+        with suppress(ChildDied):
+            child.post(command_header(command))
+        return sent
 
     def ask_references(
         self, children: list[Child], commands: list[Command], expect: type[R], deadline: float, what: str

@@ -222,14 +222,19 @@ def start_failure(role: str, exc: ChildError, output: str, memory_shared: bool) 
 
 
 def load(link: Link, record: Record) -> int:
-    """Import and construct the reference's Model, then the candidate's ModelNew (its first code to run); the
-    candidate child's threads before then are the record's baseline. Returns the device memory the loaded
-    reference holds, as its child counts it."""
+    """Import and construct the reference's Model and the candidate's ModelNew (its first code to run) side by
+    side, in one turn of the device: a model's construction is mostly the host's work (weights initialised on the
+    CPU, then moved), and a measurement waiting for the turn waits for the slower of the two rather than both. The
+    candidate child's threads before then are the record's baseline; the reference's reply is taken first, so its
+    failure is the reference's whatever the candidate did. Returns the device memory the loaded reference holds, as
+    its child counts it."""
     deadline = time.monotonic() + link.settings.load_timeout_s
-    loaded, _ = link.ask(link.ref, Load(), Loaded, deadline, "loading the reference")
-    left = link.ref.descendants()
-    if left:  # a reference loads; it starts nothing that outlives the call (native code past the audit hook)
-        raise ReferenceFailed(f"the reference left {len(left)} process(es) running after loading")
     record.evidence.thread_baseline = link.cand.threads()  # before any candidate code runs
-    link.ask(link.cand, Load(), Loaded, deadline, "importing and constructing ModelNew")
+    with link.gpu_turn("loading the reference and ModelNew"):
+        posted = link.post(link.cand, Load())
+        loaded, _ = link.ask(link.ref, Load(), Loaded, deadline, "loading the reference")
+        left = link.ref.descendants()
+        if left:  # a reference loads; it starts nothing that outlives the call (native code past the audit hook)
+            raise ReferenceFailed(f"the reference left {len(left)} process(es) running after loading")
+        link.ask(link.cand, Load(), Loaded, deadline, "importing and constructing ModelNew", posted_at=posted)
     return max(0, loaded.device_bytes)

@@ -559,6 +559,31 @@ def test_broken_reference_raises_reference_failed(evaluator):
         evaluator.evaluate(Problem(id="broken", source=source), bundled_source("level1/1_ReLU"), NO_TIMING)
 
 
+def test_both_models_load_side_by_side(evaluator, relu):
+    # The reference's Model takes 1.5 s to construct, in its child only; the candidate's module 1.5 s to import, in
+    # its child only (the candidate's child imports the reference's module too): one load after the other would take
+    # 3 s or more.
+    slow_model = (
+        "\nimport time as _t\n_init = Model.__init__\n"
+        "def _slow_init(self, *args):\n    _t.sleep(1.5)\n    _init(self, *args)\n"
+        "Model.__init__ = _slow_init\n"
+    )
+    problem = Problem(id="slow_relu", source=relu.source + slow_model)
+    candidate = unique(bundled_source("level1/1_ReLU")) + "\nimport time as _t\n_t.sleep(1.5)\n"
+    result = evaluator.evaluate(problem, candidate, NO_TIMING).result
+    assert result.verdict is Verdict.PASSED, result.feedback
+    assert 1.5 <= result.phases["load"] < 2.7
+
+
+def test_a_reference_that_fails_to_load_is_the_references_fault_whatever_the_candidate_did(evaluator, relu):
+    from services.errors import ReferenceFailed
+
+    problem = Problem(id="broken_load", source=relu.source + "\nraise RuntimeError('ref at import')\n")
+    candidate = unique(bundled_source("level1/1_ReLU")) + "\nraise RuntimeError('candidate at import')\n"
+    with pytest.raises(ReferenceFailed, match="ref at import"):
+        evaluator.evaluate(problem, candidate, NO_TIMING)
+
+
 def test_problem_footprints_are_shared_by_reference_source_and_only_the_latest_kept(tmp_path):
     import os
 
