@@ -5,6 +5,8 @@
     python bench/driver_contention.py --neighbours 0,4,12 --malloc-mb 4096 --neighbour-mb 4096   # published sizes
     python bench/driver_contention.py --operations timed_kernel --neighbour-gpu 0 --neighbours 0,2 \
         --neighbour-kind malloc --neighbour-mb 4096     # a timed call beside allocations on its own GPU
+    python bench/driver_contention.py --operations timed_kernel --neighbour-gpu 0 --neighbours 0,2 \
+        --neighbour-kind profile                        # ... beside children that each start a profiler
 
 On a host of two GPUs, the service's requests that hand tensors over or profile took 2-3.5 times as long as on one,
 while the timed calls did not change (docs/benchmarks.md); context creation alone scales across
@@ -26,7 +28,8 @@ tensor handed over to its parent through CUDA IPC, exit. The operations:
   profile request took 2.7 times as long through the service: this tells whether the mapping is why;
 - `timed_kernel`: a memory-bound kernel over `--kernel-mb` (an out-of-place multiply), timed between CUDA events as
   the harness times a call: with `--neighbour-gpu 0`, whether other processes' driver work on the measured GPU
-  (children starting and ending, or a parent's allocations given back: `--neighbour-kind malloc`) slows a
+  (children starting and ending, or a parent's allocations given back: `--neighbour-kind malloc`; children that
+  also run a profiler session, as a candidate's profile request does: `--neighbour-kind profile`) slows a
   measurement that no other evaluation's kernels share.
 
 The operations run in this order in each condition (the last needs the one before it).
@@ -57,11 +60,12 @@ from services.protocol import channel
 from services.protocol.tensors import open_cuda, share_cuda
 
 OPERATIONS = ("launch", "event", "malloc", "profile", "ipc", "ipc_kept", "profile_mapped", "timed_kernel")
-NEIGHBOURS = ("child", "malloc")
+NEIGHBOURS = ("child", "malloc", "profile")
 
 
-def _child_like(mb: int) -> None:
-    """In a fresh fork: what one evaluation child does to the driver, handing over `mb` MB, then exit."""
+def _child_like(mb: int, profiled: bool = False) -> None:
+    """In a fresh fork: what one evaluation child does to the driver, handing over `mb` MB, then exit; `profiled`:
+    with a profiler session over a small operation first (its first in the process: CUPTI's start)."""
     parent_sock, child_sock = socket.socketpair()
     parent_end, child_end = parent_sock.fileno(), child_sock.fileno()
     pid = os.fork()
@@ -73,6 +77,11 @@ def _child_like(mb: int) -> None:
     x = torch.randn(4096, device="cuda")
     for op in (torch.sum, torch.softmax, torch.cumsum, torch.sort):
         y = op(x, 0) if op is not torch.sum else op(x)
+    if profiled:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            (x * 2).sum()
+            torch.cuda.synchronize()
+        prof.events()
     header, _ = channel.recv(child_end, time.monotonic() + 60)
     dst = open_cuda(header["buf"], {})
     dst.copy_(x[: dst.numel()].repeat(dst.numel() // 4096 + 1)[: dst.numel()])
@@ -83,8 +92,9 @@ def _child_like(mb: int) -> None:
 
 
 def _neighbour(gpu: int, mb: int, kind: str) -> None:
-    """Churn evaluation-like children on `gpu` until killed; `malloc`: allocate `mb` and give it back to the
-    driver, again and again, as a parent's receive buffers are after each evaluation."""
+    """Churn evaluation-like children on `gpu` until killed (`profile`: each with a profiler session); `malloc`:
+    allocate `mb` and give it back to the driver, again and again, as a parent's receive buffers are after each
+    evaluation."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     os.setpgrp()
     if kind == "malloc":
@@ -97,7 +107,7 @@ def _neighbour(gpu: int, mb: int, kind: str) -> None:
         if pid == 0:
             code = 1
             try:
-                _child_like(mb)
+                _child_like(mb, profiled=kind == "profile")
                 code = 0
             finally:
                 os._exit(code)
@@ -261,7 +271,10 @@ def main() -> None:
     parser.add_argument("--malloc-mb", type=int, default=64, help="the `malloc` operation's allocation")
     parser.add_argument("--neighbour-mb", type=int, default=4, help="what each neighbour's child hands over")
     parser.add_argument(
-        "--neighbour-kind", choices=NEIGHBOURS, default="child", help="children churned, or allocations given back"
+        "--neighbour-kind",
+        choices=NEIGHBOURS,
+        default="child",
+        help="children churned (each with a profiler session: profile), or allocations given back",
     )
     parser.add_argument("--kernel-mb", type=int, default=1024, help="the `timed_kernel` operation's input")
     args = parser.parse_args()
