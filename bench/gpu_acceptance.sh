@@ -74,8 +74,9 @@
 #                                      # each GPU of GPUS (default "0 1") in turn, WALL_TIMES evaluations each
 #                                      # (default 4), the reference timed afresh every time
 #   bench/gpu_acceptance.sh 25 "$OUT"  # a timed memory-bound call beside children started and ended, then beside
-#                                      # 4 GiB allocations given back, then beside children that each run a
-#                                      # profiler session, on its own GPU (bench/driver_contention.py)
+#                                      # 4 GiB allocations given back, then 32 MiB ones (a small problem's receive
+#                                      # buffers), then beside children that each run a profiler session, on its
+#                                      # own GPU (bench/driver_contention.py)
 #   bench/gpu_acceptance.sh 26 "$OUT"  # two trees A and B in turn, A B B A, on one GPU: the bundled bench's
 #                                      # pipelined mode at the default concurrency, TURN_CANDIDATES (default 8)
 #                                      # distinct candidates a problem, every turn on a fresh stack; prints each
@@ -328,14 +329,18 @@ print(json.dumps({k: s[k] for k in ("mean_per_minute", "first_n_per_minute")}))'
 25)
     # A timed memory-bound call (1 GiB in, 1 GiB out) beside other processes' driver work on its own GPU:
     # children started and ended (contexts made and destroyed, their kernels tiny), then 4 GiB allocations given
-    # back, then children that each also run a profiler session (CUPTI's start), 0 and 2 loops of each.
+    # back, then 32 MiB ones, then children that each also run a profiler session (CUPTI's start), 0 and 2 loops of
+    # each.
     step timed_beside_children 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
         --neighbour-gpu 0 --neighbours 0,2 --neighbour-mb 4 --seconds 8
     step timed_beside_malloc 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
         --neighbour-gpu 0 --neighbours 0,2 --neighbour-kind malloc --neighbour-mb 4096 --seconds 8
+    step timed_beside_small_malloc 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
+        --neighbour-gpu 0 --neighbours 0,2 --neighbour-kind malloc --neighbour-mb 32 --seconds 8
     step timed_beside_profiles 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
         --neighbour-gpu 0 --neighbours 0,2 --neighbour-kind profile --neighbour-mb 4 --seconds 8
-    grep -h '^{' "$out/timed_beside_children.log" "$out/timed_beside_malloc.log" "$out/timed_beside_profiles.log"
+    grep -h '^{' "$out/timed_beside_children.log" "$out/timed_beside_malloc.log" \
+        "$out/timed_beside_small_malloc.log" "$out/timed_beside_profiles.log"
     ;;
 26)
     out=$(readlink -f "$out")
