@@ -1,8 +1,9 @@
 """End to end: a couple of training steps of a tiny causal LM against the live service (CPU workers).
 
-The model is a 2-layer character-level GPT-2, first taught (a few seconds of supervised training) to answer
-the ReLU problem with one of two kernels, one right and one wrong, so that sampled answers earn different
-rewards and the policy gradient is not zero."""
+The model is a 2-layer character-level GPT-2, first taught (400 steps of supervised training on a 910-character
+prompt: under three minutes on two CPU cores, most of this test) to answer the ReLU problem with one of two kernels,
+one right and one wrong, so that sampled answers earn different rewards and the policy gradient is not zero; with 200
+steps no sampled kernel passed."""
 
 from __future__ import annotations
 
