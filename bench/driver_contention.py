@@ -63,6 +63,14 @@ OPERATIONS = ("launch", "event", "malloc", "profile", "ipc", "ipc_kept", "profil
 NEIGHBOURS = ("child", "malloc", "profile")
 
 
+def _profile_small(x: torch.Tensor) -> None:
+    """A profiler session over one small operation, as a child's profile request runs one (CUPTI, CUDA activity)."""
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        (x * 2).sum()
+        torch.cuda.synchronize()
+    prof.events()
+
+
 def _child_like(mb: int, profiled: bool = False) -> None:
     """In a fresh fork: what one evaluation child does to the driver, handing over `mb` MB, then exit; `profiled`:
     with a profiler session over a small operation first (its first in the process: CUPTI's start)."""
@@ -78,10 +86,7 @@ def _child_like(mb: int, profiled: bool = False) -> None:
     for op in (torch.sum, torch.softmax, torch.cumsum, torch.sort):
         y = op(x, 0) if op is not torch.sum else op(x)
     if profiled:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            (x * 2).sum()
-            torch.cuda.synchronize()
-        prof.events()
+        _profile_small(x)
     header, _ = channel.recv(child_end, time.monotonic() + 60)
     dst = open_cuda(header["buf"], {})
     dst.copy_(x[: dst.numel()].repeat(dst.numel() // 4096 + 1)[: dst.numel()])
@@ -127,10 +132,7 @@ def _consumer(fd: int) -> None:
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         if header.get("profile"):
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                (x * 2).sum()
-                torch.cuda.synchronize()
-            prof.events()
+            _profile_small(x)
         else:
             dst = open_cuda(header["buf"], mapped)
             dst.fill_(1.0)
