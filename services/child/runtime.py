@@ -36,11 +36,13 @@ from services.protocol.messages import (
     Loaded,
     Profile,
     Profiled,
+    ProfilerStarted,
     Recompute,
     Recomputed,
     Release,
     Released,
     Reply,
+    StartProfiler,
     Time,
     Timed,
     compile_clock_record,
@@ -276,6 +278,7 @@ class Runtime:
             Deliver: self.deliver,
             Recompute: self.recompute,
             Time: self.time_call,
+            StartProfiler: self.start_profiler,
             Profile: self.profile,
             Release: self.release,
         }
@@ -537,6 +540,14 @@ class Runtime:
                 split_s=(t1 - t0, t2 - t1, t3 - t2, _perf() - t3),
             )
         )
+
+    def start_profiler(self, h: StartProfiler) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        # The device's activity: the CPU's where there is no GPU (a CPU child is never profiled, but answers alike).
+        with profile(activities=[ProfilerActivity.CUDA if self.device == "cuda" else ProfilerActivity.CPU]):
+            pass
+        self.reply(ProfilerStarted())
 
     def profile(self, h: Profile) -> None:
         """GPU time per kernel over a few calls, for coverage: only the forward is inside the profiler."""

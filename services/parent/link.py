@@ -347,13 +347,15 @@ class Link:
         what: str,
         payloads: list[bytes] | None = None,
         posted_at: float | None = None,
+        turn: bool = True,
     ) -> tuple[R, list[bytes]]:
         """One command to a child; every way it can go wrong becomes a verdict (candidate) or
         ReferenceFailed (reference): whatever either prints, it is never the machine's fault. A candidate's
         forward calls run under a CallDeadline (the stage's `deadline` caps it). Outside a measurement the
         request holds the slot shared: it waits while another evaluation measures on the device, and that wait,
         not the evaluation's own time, moves every deadline of the evaluation back. With `posted_at` the command
-        went out then (`post`), and only its reply is taken."""
+        went out then (`post`), and only its reply is taken. Without `turn` the request holds no turn: only for a
+        command under which the child runs none of its user's code and no kernel (`StartProfiler`)."""
         is_ref = child is not self.cand
         self.stop_if_cancelled()
         limited = not is_ref and isinstance(command, Call | Time)
@@ -361,7 +363,7 @@ class Link:
             raise ValueError("a candidate's call is sent under its own deadline, never posted ahead")
         wait: float | CallDeadline = deadline
         try:
-            with self.gpu_turn(what):
+            with self.gpu_turn(what) if turn else nullcontext():
                 # Waiting for other evaluations' measurements is not this evaluation's time.
                 deadline += self.gpu_waited_s
                 wait = CallDeadline(self, self.call_limit(), deadline) if limited else deadline

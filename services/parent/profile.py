@@ -9,7 +9,7 @@ from services.errors import EarlyVerdict
 from services.parent import evidence
 from services.parent.link import Link
 from services.parent.record import Record
-from services.protocol.messages import Profile, Profiled
+from services.protocol.messages import Profile, Profiled, ProfilerStarted, StartProfiler
 from services.schema import CheckName, ProfileSummary, Verdict
 
 
@@ -32,9 +32,13 @@ def profile(link: Link, record: Record, policy: str) -> ProfileOutcome:
     row sum's reference by 8% (docs/benchmarks.md)."""
     s = link.settings
     seeds = [link.seed("profile", i) for i in range(s.profile_calls)]
-    reply, _ = link.ask(
-        link.cand, Profile(seeds=seeds), Profiled, time.monotonic() + s.timing_timeout_s, "profiling forward()"
-    )
+    deadline = time.monotonic() + s.timing_timeout_s
+    # The profiler's first start in a process is driver work the host does in turn for all its GPUs (4 s in a fresh
+    # child beside other GPUs' children, docs/benchmarks.md), and a timed call beside other processes' profiler
+    # starts on its GPU ran as fast as alone (bench/driver_contention.py --neighbour-kind profile): it starts
+    # without a turn of the slot, so measurements on the device need not wait for it.
+    link.ask(link.cand, StartProfiler(), ProfilerStarted, deadline, "starting the profiler", turn=False)
+    reply, _ = link.ask(link.cand, Profile(seeds=seeds), Profiled, deadline, "profiling forward()")
     for part, seconds in zip(("start", "calls", "stop"), reply.split_s, strict=True):
         link.tally(f"candidate.profile_{part}", seconds, len(seeds))
     # The profiler (CUPTI, Kineto) leaves threads of its own in the child. Timing is over and its threads were

@@ -1,7 +1,7 @@
 """The messages between the trusted parent and a child: one typed class per command and per reply.
 
-Parent -> child: `Job` once, then `Load`, `Call`, `Time`, `Profile`, `Deliver`, `Recompute` (the reference
-only), `Release`, `Exit`; a compiler
+Parent -> child: `Job` once, then `Load`, `Call`, `Time`, `StartProfiler`, `Profile`, `Deliver`, `Recompute` (the
+reference only), `Release`, `Exit`; a compiler
 child (services.child.compiler) gets `Precompile` alone.
 Child -> parent: `Ready` before the job; then, for each command, its reply class or a `Failure`. Every reply
 after the job carries the job's nonce, a sequence number (checked by `sandbox.Child`) and, from a child that
@@ -126,6 +126,15 @@ class Profile(Command):
 
 
 @dataclass(frozen=True)
+class StartProfiler(Command):
+    """One profiler session around no work: a process's first session starts CUPTI and Kineto, driver work that
+    waits for other processes' on every GPU of the host. No code of the child's user runs and no kernel is
+    launched, so the parent asks it outside its turn of the slot, and `Profile`'s sessions after it start warm."""
+
+    cmd: ClassVar[str] = "start_profiler"
+
+
+@dataclass(frozen=True)
 class Deliver(Command):
     """Hand over the tensors kept from the last call, the parts in `what` in that order (`retained`, alone: the
     outputs copied aside by `Time.retain_previous` at `indices`, in that order): as payloads (CPU) or copied into
@@ -172,7 +181,7 @@ class Exit(Command):
 
 
 COMMANDS: dict[str, type[Command]] = {
-    c.cmd: c for c in (Job, Load, Call, Time, Profile, Deliver, Recompute, Release, Precompile, Exit)
+    c.cmd: c for c in (Job, Load, Call, Time, StartProfiler, Profile, Deliver, Recompute, Release, Precompile, Exit)
 }
 
 
@@ -284,6 +293,11 @@ class Profiled(Reply):
 
 
 @dataclass(frozen=True)
+class ProfilerStarted(Reply):
+    pass
+
+
+@dataclass(frozen=True)
 class Delivered(Reply):
     count: int = 0
 
@@ -352,6 +366,7 @@ _REQUIRED: dict[type, tuple[str, ...]] = {
     Called: ("structures", "inputs", "mutated", "launches", "unstable"),
     Timed: ("ms", "structure", "launches", "unstable"),
     Profiled: ("kernels", "launches"),
+    ProfilerStarted: (),
     Delivered: ("count",),
     Recomputed: ("structures", "delivered"),
     Released: (),
