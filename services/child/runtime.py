@@ -18,6 +18,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity
+from torch.profiler import profile as _profile
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from services.child import guards
@@ -66,6 +69,8 @@ _Tensor = torch.Tensor
 _OutOfMemory = torch.OutOfMemoryError
 _type = type
 fingerprint = tensors.fingerprint
+# The profiler's classes: whoever replaced one of their methods would write the coverage the candidate is judged by.
+_PROFILER_CLASSES = tuple(c for c in _profile.__mro__ if c.__module__.startswith("torch.profiler"))
 TRIM_AFTER_CALL_BYTES = 1 << 30
 # A new placement's spacer: 2 MiB (the allocator's large-block granule) to 64 MiB, by the call's seed.
 SPACER_STEP_BYTES, SPACER_STEPS = 2 << 20, 32
@@ -542,18 +547,13 @@ class Runtime:
         )
 
     def start_profiler(self, h: StartProfiler) -> None:
-        from torch.profiler import ProfilerActivity, profile
-
         # The device's activity: the CPU's where there is no GPU (a CPU child is never profiled, but answers alike).
-        with profile(activities=[ProfilerActivity.CUDA if self.device == "cuda" else ProfilerActivity.CPU]):
+        with _profile(activities=[ProfilerActivity.CUDA if self.device == "cuda" else ProfilerActivity.CPU]):
             pass
         self.reply(ProfilerStarted())
 
     def profile(self, h: Profile) -> None:
         """GPU time per kernel over a few calls, for coverage: only the forward is inside the profiler."""
-        from torch.autograd import DeviceType
-        from torch.profiler import ProfilerActivity, profile
-
         totals: dict[str, list[float]] = {}
         split = [0.0, 0.0, 0.0]
         model = self._model("eager")
@@ -562,7 +562,7 @@ class Runtime:
             inputs = self._inputs(seed)
             _sync()
             t0 = _perf()
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            with _profile(activities=[ProfilerActivity.CUDA]) as prof:
                 t1 = _perf()
                 self._forward(model, inputs)
                 t2 = _perf()
@@ -673,8 +673,9 @@ def harness_integrity() -> guards.Integrity:
             "harness_integrity",
             "_monotonic",
             "_pwrite",
+            "_profile",
             "Runtime",
             "CompileClock",
         ),
-        (Runtime, CompileClock),
+        (Runtime, CompileClock, *_PROFILER_CLASSES),
     )

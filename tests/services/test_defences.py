@@ -109,6 +109,9 @@ def test_integrity_snapshot_sees_a_replaced_function_and_a_swapped_code_object(m
     monkeypatch.setattr(child_runtime.Runtime, "__getattribute__", object.__getattribute__, raising=False)
     assert guards.changed(before, snapshot()) == ["services.child.runtime.Runtime.__getattribute__"]
     monkeypatch.undo()
+    monkeypatch.setattr(torch.profiler.profile, "events", lambda self: [])  # what coverage is computed from
+    assert guards.changed(before, snapshot()) == ["torch.profiler.profiler.profile.events"]
+    monkeypatch.undo()
 
     original = child_runtime.seed_everything.__code__
     try:
