@@ -49,6 +49,8 @@ import socket
 import statistics
 import sys
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -76,12 +78,13 @@ def _child_like(mb: int, profiled: bool = False) -> None:
     with a profiler session over a small operation first (its first in the process: CUPTI's start)."""
     parent_sock, child_sock = socket.socketpair()
     parent_end, child_end = parent_sock.fileno(), child_sock.fileno()
-    pid = os.fork()
-    if pid == 0:  # the hand-over's producer: this child's parent in the service
+
+    def produce() -> None:  # the hand-over's producer: this child's parent in the service
         buf = torch.empty(mb << 18, device="cuda")
         channel.send(parent_end, {"buf": share_cuda(buf, keep=False)})
         channel.recv(parent_end, time.monotonic() + 60)
-        os._exit(0)
+
+    pid = _forked(produce)
     x = torch.randn(4096, device="cuda")
     for op in (torch.sum, torch.softmax, torch.cumsum, torch.sort):
         y = op(x, 0) if op is not torch.sum else op(x)
@@ -96,6 +99,23 @@ def _child_like(mb: int, profiled: bool = False) -> None:
     os.waitpid(pid, 0)
 
 
+def _forked(work: Callable[[], object]) -> int:
+    """`work` in a forked child, which exits 0 once it returns, or 1 with its traceback printed: a fork that ends
+    with `os._exit` prints nothing of an exception on its own."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            work()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    return pid
+
+
 def _neighbour(gpu: int, mb: int, kind: str) -> None:
     """Churn evaluation-like children on `gpu` until killed (`profile`: each with a profiler session); `malloc`:
     allocate `mb` and give it back to the driver, again and again, as a parent's receive buffers are after each
@@ -108,15 +128,7 @@ def _neighbour(gpu: int, mb: int, kind: str) -> None:
             del y
             torch.cuda.empty_cache()
     while True:
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                _child_like(mb, profiled=kind == "profile")
-                code = 0
-            finally:
-                os._exit(code)
-        os.waitpid(pid, 0)
+        os.waitpid(_forked(lambda: _child_like(mb, profiled=kind == "profile")), 0)
 
 
 def _consumer(fd: int) -> None:
@@ -195,13 +207,7 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object, sizes: dict[
 def _start_neighbours(n: int, gpu: int, mb: int, kind: str) -> list[int]:
     pids = []
     for _ in range(n):
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _neighbour(gpu, mb, kind)
-            finally:
-                os._exit(1)
-        pids.append(pid)
+        pids.append(_forked(lambda: _neighbour(gpu, mb, kind)))
     return pids
 
 
@@ -216,15 +222,7 @@ def _probe_all(ops: list[str], seconds: float, out: int, sizes: dict[str, int]) 
     """In a fresh process on GPU 0 (its consumer forked before CUDA starts): every operation in turn."""
     os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     mine, theirs = socket.socketpair()
-    consumer = os.fork()
-    if consumer == 0:
-        code = 1
-        try:
-            mine.close()
-            _consumer(theirs.fileno())
-            code = 0
-        finally:
-            os._exit(code)
+    consumer = _forked(lambda: (mine.close(), _consumer(theirs.fileno())))
     theirs.close()
     pool = torch.cuda.MemPool()
     rows = {}
@@ -245,15 +243,7 @@ def run_condition(
     try:
         time.sleep(3.0 if n else 0.0)  # the loops past their first start
         read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                os.close(read)
-                _probe_all(ops, seconds, write, sizes)
-                code = 0
-            finally:
-                os._exit(code)
+        pid = _forked(lambda: (os.close(read), _probe_all(ops, seconds, write, sizes)))
         os.close(write)
         with os.fdopen(read, "rb") as f:
             data = f.read()
