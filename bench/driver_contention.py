@@ -7,6 +7,8 @@
         --neighbour-kind malloc --neighbour-mb 4096     # a timed call beside allocations on its own GPU
     python bench/driver_contention.py --operations timed_kernel --neighbour-gpu 0 --neighbours 0,2 \
         --neighbour-kind profile                        # ... beside children that each start a profiler
+    python bench/driver_contention.py --operations timed_kernel --neighbour-gpu 0 --neighbours 2 \
+        --neighbour-kind phases --neighbour-mb 2048     # ... told apart by allocating and giving back
 
 On a host of two GPUs, the service's requests that hand tensors over or profile took 2-3.5 times as long as on one,
 while the timed calls did not change (docs/benchmarks.md); context creation alone scales across
@@ -30,7 +32,8 @@ tensor handed over to its parent through CUDA IPC, exit. The operations:
   the harness times a call: with `--neighbour-gpu 0`, whether other processes' driver work on the measured GPU
   (children starting and ending, or a parent's allocations given back: `--neighbour-kind malloc`; children that
   also run a profiler session, as a candidate's profile request does: `--neighbour-kind profile`) slows a
-  measurement that no other evaluation's kernels share.
+  measurement that no other evaluation's kernels share; with `--neighbour-kind phases`, whether allocating or giving
+  back does (each call counted by the neighbours' phase it began in).
 
 The operations run in this order in each condition (the last needs the one before it).
 Prints one JSON line per (neighbours, operation): the operation's first use in the condition's fresh processes
@@ -48,6 +51,7 @@ import signal
 import socket
 import statistics
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -62,7 +66,8 @@ from services.protocol import channel
 from services.protocol.tensors import open_cuda, share_cuda
 
 OPERATIONS = ("launch", "event", "malloc", "profile", "ipc", "ipc_kept", "profile_mapped", "timed_kernel")
-NEIGHBOURS = ("child", "malloc", "profile")
+NEIGHBOURS = ("child", "malloc", "profile", "phases")
+PHASE_BLOCK_MB = 32  # `phases`: what a small problem's receive buffer is
 
 
 def _profile_small(x: torch.Tensor) -> None:
@@ -116,12 +121,29 @@ def _forked(work: Callable[[], object]) -> int:
     return pid
 
 
-def _neighbour(gpu: int, mb: int, kind: str) -> None:
+def _neighbour(gpu: int, mb: int, kind: str, windows: str) -> None:
     """Churn evaluation-like children on `gpu` until killed (`profile`: each with a profiler session); `malloc`:
     allocate `mb` and give it back to the driver, again and again, as a parent's receive buffers are after each
-    evaluation."""
+    evaluation; `phases`: the same in blocks of PHASE_BLOCK_MB, all allocated, then held a while, then all given
+    back, each phase's window appended to the file `windows`, so that a timed call can be told apart by the phase
+    it overlapped."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     os.setpgrp()
+    if kind == "phases":
+        log = os.open(windows, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        while True:
+            t0 = time.monotonic()
+            count = max(1, mb // PHASE_BLOCK_MB)
+            blocks = [torch.empty(PHASE_BLOCK_MB << 20, dtype=torch.uint8, device="cuda") for _ in range(count)]
+            torch.cuda.synchronize()
+            t1 = time.monotonic()
+            time.sleep(t1 - t0)
+            t2 = time.monotonic()
+            del blocks
+            torch.cuda.empty_cache()
+            t3 = time.monotonic()
+            os.write(log, f"alloc {t0} {t1}\nfree {t2} {t3}\n".encode())
+            time.sleep(t3 - t2)
     if kind == "malloc":
         while True:
             y = torch.empty(mb << 20, dtype=torch.uint8, device="cuda")
@@ -153,9 +175,13 @@ def _consumer(fd: int) -> None:
         channel.send(fd, {"ms": (time.perf_counter() - t0) * 1e3, "mapped": len(mapped)})
 
 
-def _probe(op: str, seconds: float, peer: int | None, pool: object, sizes: dict[str, int]) -> list[float]:
-    """Times `op` on this process's GPU, again and again for `seconds`."""
-    times = []
+def _probe(
+    op: str, seconds: float, peer: int | None, pool: object, sizes: dict[str, int]
+) -> tuple[list[float], list[float]]:
+    """Times `op` on this process's GPU, again and again for `seconds`: the milliseconds of each, and when each
+    began (the host's monotonic clock, which every process shares)."""
+    times: list[float] = []
+    began: list[float] = []
     until = time.monotonic() + seconds
     x = torch.randn(1 << 16, device="cuda")
     if op == "timed_kernel":
@@ -163,6 +189,7 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object, sizes: dict[
         dst = torch.empty_like(src)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     while time.monotonic() < until:
+        began.append(time.monotonic())
         if op == "timed_kernel":
             torch.cuda.synchronize()
             start.record()
@@ -201,13 +228,13 @@ def _probe(op: str, seconds: float, peer: int | None, pool: object, sizes: dict[
             (x * 2).sum().item()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
-    return times
+    return times, began
 
 
-def _start_neighbours(n: int, gpu: int, mb: int, kind: str) -> list[int]:
+def _start_neighbours(n: int, gpu: int, mb: int, kind: str, windows: str) -> list[int]:
     pids = []
     for _ in range(n):
-        pids.append(_forked(lambda: _neighbour(gpu, mb, kind)))
+        pids.append(_forked(lambda: _neighbour(gpu, mb, kind, windows)))
     return pids
 
 
@@ -229,8 +256,9 @@ def _probe_all(ops: list[str], seconds: float, out: int, sizes: dict[str, int]) 
     for op in ops:
         # The first use (kernels loaded, pool segments made, CUPTI started) apart: a child pays it in every
         # evaluation, since each evaluation's children are fresh.
-        first = _probe(op, 1.0, mine.fileno(), pool, sizes)
-        rows[op] = {"first": first[0], "steady": _probe(op, seconds, mine.fileno(), pool, sizes)}
+        first, _ = _probe(op, 1.0, mine.fileno(), pool, sizes)
+        steady, began = _probe(op, seconds, mine.fileno(), pool, sizes)
+        rows[op] = {"first": first[0], "steady": steady, "began": began}
     channel.send(mine.fileno(), {"stop": True})
     os.waitpid(consumer, 0)
     os.write(out, json.dumps(rows).encode())
@@ -238,8 +266,11 @@ def _probe_all(ops: list[str], seconds: float, out: int, sizes: dict[str, int]) 
 
 def run_condition(
     n: int, gpu: int, kind: str, ops: list[str], seconds: float, sizes: dict[str, int], neighbour_mb: int
-) -> dict:
-    neighbours = _start_neighbours(n, gpu, neighbour_mb, kind)
+) -> tuple[dict, list[tuple[str, float, float]]]:
+    """The probe's rows beside `n` neighbours, and the windows of the neighbours' phases (`phases`)."""
+    fd, windows = tempfile.mkstemp(prefix="phases-")
+    os.close(fd)
+    neighbours = _start_neighbours(n, gpu, neighbour_mb, kind, windows)
     try:
         time.sleep(3.0 if n else 0.0)  # the loops past their first start
         read, write = os.pipe()
@@ -249,9 +280,25 @@ def run_condition(
             data = f.read()
         if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) != 0:
             raise SystemExit(f"the probe failed with {n} neighbour(s)")
-        return json.loads(data)
+        rows = json.loads(data)
     finally:
         _stop(neighbours)
+    with open(windows) as f:
+        found = [(phase, float(a), float(b)) for phase, a, b in (line.split() for line in f)]
+    os.unlink(windows)
+    return rows, found
+
+
+def by_phase(ms: list[float], began: list[float], windows: list[tuple[str, float, float]]) -> dict[str, dict]:
+    """The calls' milliseconds by the neighbours' phases running when they began: `alloc`, `free`, `both` (one
+    neighbour allocating, another giving back) or `neither`."""
+    split: dict[str, list[float]] = {"alloc": [], "free": [], "both": [], "neither": []}
+    for t, v in zip(began, ms, strict=True):
+        running = {phase for phase, a, b in windows if a <= t <= b}
+        split["both" if len(running) > 1 else running.pop() if running else "neither"].append(v)
+    return {
+        phase: {"n": len(v), "median_ms": round(statistics.median(v), 3) if v else None} for phase, v in split.items()
+    }
 
 
 def main() -> None:
@@ -266,7 +313,8 @@ def main() -> None:
         "--neighbour-kind",
         choices=NEIGHBOURS,
         default="child",
-        help="children churned (each with a profiler session: profile), or allocations given back",
+        help="children churned (each with a profiler session: profile), allocations given back (malloc), or "
+        "allocated and given back in phases told apart (phases)",
     )
     parser.add_argument("--kernel-mb", type=int, default=1024, help="the `timed_kernel` operation's input")
     args = parser.parse_args()
@@ -278,9 +326,12 @@ def main() -> None:
     # This process never touches CUDA: neighbours and probes fork from it with torch imported only.
     for n in (int(v) for v in args.neighbours.split(",")):
         sizes = {"malloc_mb": args.malloc_mb, "kernel_mb": args.kernel_mb}
-        rows = run_condition(n, args.neighbour_gpu, args.neighbour_kind, ops, args.seconds, sizes, args.neighbour_mb)
+        rows, windows = run_condition(
+            n, args.neighbour_gpu, args.neighbour_kind, ops, args.seconds, sizes, args.neighbour_mb
+        )
         for op, row in rows.items():
             ms = row["steady"]
+            phases = {"by_phase": by_phase(ms, row["began"], windows)} if args.neighbour_kind == "phases" else {}
             print(
                 json.dumps(
                     {
@@ -296,6 +347,7 @@ def main() -> None:
                         "p10_ms": round(statistics.quantiles(ms, n=10)[0], 3) if len(ms) > 1 else None,
                         "p90_ms": round(statistics.quantiles(ms, n=10)[-1], 3) if len(ms) > 1 else None,
                         "max_ms": round(max(ms), 3),
+                        **phases,
                         "commit": commit,
                     }
                 ),

@@ -330,7 +330,8 @@ print(json.dumps({k: s[k] for k in ("mean_per_minute", "first_n_per_minute")}))'
     # A timed memory-bound call (1 GiB in, 1 GiB out) beside other processes' driver work on its own GPU:
     # children started and ended (contexts made and destroyed, their kernels tiny), then 4 GiB allocations given
     # back, then 32 MiB ones, then children that each also run a profiler session (CUPTI's start), 0 and 2 loops of
-    # each.
+    # each; then 2 loops allocating 2 GiB in 32 MiB blocks, holding them, giving them back, the calls told apart by
+    # the phase they began in (can the parent allocate its receive buffers outside the slot's turns?).
     step timed_beside_children 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
         --neighbour-gpu 0 --neighbours 0,2 --neighbour-mb 4 --seconds 8
     step timed_beside_malloc 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
@@ -339,8 +340,10 @@ print(json.dumps({k: s[k] for k in ("mean_per_minute", "first_n_per_minute")}))'
         --neighbour-gpu 0 --neighbours 0,2 --neighbour-kind malloc --neighbour-mb 32 --seconds 8
     step timed_beside_profiles 200 "$py" bench/driver_contention.py --operations timed_kernel,launch \
         --neighbour-gpu 0 --neighbours 0,2 --neighbour-kind profile --neighbour-mb 4 --seconds 8
+    step timed_beside_phases 200 "$py" bench/driver_contention.py --operations timed_kernel \
+        --neighbour-gpu 0 --neighbours 2 --neighbour-kind phases --neighbour-mb 2048 --seconds 12
     grep -h '^{' "$out/timed_beside_children.log" "$out/timed_beside_malloc.log" \
-        "$out/timed_beside_small_malloc.log" "$out/timed_beside_profiles.log"
+        "$out/timed_beside_small_malloc.log" "$out/timed_beside_profiles.log" "$out/timed_beside_phases.log"
     ;;
 26)
     out=$(readlink -f "$out")
