@@ -182,12 +182,14 @@ def _probe(
     began (the host's monotonic clock, which every process shares)."""
     times: list[float] = []
     began: list[float] = []
-    until = time.monotonic() + seconds
     x = torch.randn(1 << 16, device="cuda")
     if op == "timed_kernel":
         src = torch.ones(sizes["kernel_mb"] << 18, device="cuda")
         dst = torch.empty_like(src)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    # From here: the context's creation and the inputs' allocation above, beside neighbours that allocate and give
+    # back gigabytes, can take longer than a short probe's `seconds` (the first, of 1 s, then timed nothing).
+    until = time.monotonic() + seconds
     while time.monotonic() < until:
         began.append(time.monotonic())
         if op == "timed_kernel":
