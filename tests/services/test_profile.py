@@ -23,14 +23,14 @@ def test_the_profilers_start_waits_for_no_measurement_and_other_requests_do(tmp_
     slot = TimingSlot(tmp_path / "gpu-x.lock")
     link = Link(settings, EvalOptions(), "cpu", Record(settings.defences), lambda role: None, slot=slot)
     link.cand = Child("cpu", settings)
-    measured = threading.Event()
+    holds, measured = threading.Event(), threading.Event()
 
     def measure() -> None:  # another evaluation's measurement on the device, until `measured`
         with TimingSlot(slot.path)():
             holds.set()
             measured.wait(30)
 
-    holds, measuring = threading.Event(), threading.Thread(target=measure)
+    measuring = threading.Thread(target=measure)
     try:
         deadline = time.monotonic() + 60
         child = start_job(link, link.cand, "candidate", relu.source, unique(bundled_source("level1/1_ReLU")), deadline)
